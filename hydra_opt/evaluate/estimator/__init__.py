@@ -1,0 +1,5 @@
+"""evaluate/estimator layer."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,5 @@
+"""evaluate/simulator layer."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

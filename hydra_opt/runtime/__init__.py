@@ -1,0 +1,5 @@
+"""runtime layer."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
