@@ -1,0 +1,687 @@
+"""Network on interposer (NoI): a 2-D mesh with XY routing and max-min fair sharing of link bandwidth.
+
+Definitions (docs/noi_placement.md):
+
+* Nodes are the slots of a ``width × height`` grid; node id = ``x·height + y`` (column-major, as the HYDRA
+  artifact numbers its 6×4 mesh and as ``hydra_opt.system.placement`` numbers slots).
+* Every pair of 4-neighbour nodes is joined by two *directed* links (one per direction), each with bandwidth
+  ``link_bw_gbps`` (GB/s, 1 GB = 1e9 bytes) and traversal latency ``hop_latency_s``.
+* Routing is dimension-order (XY): first along x to the destination column, then along y. It is minimal
+  (``hops = |dx| + |dy|``) and deadlock-free.
+* Contention (:class:`FlowNetwork`): concurrent flows are fluids that share every resource they cross (links and
+  optional node ports such as an HBM's interface) by **max-min fairness**, computed by progressive filling and
+  recomputed whenever a flow starts or drains. A flow's data drains at its current rate; its last byte is
+  delivered ``hops · hop_latency_s`` after it drains (cut-through pipelining: header latency is paid once).
+  So a lone flow on an idle mesh takes exactly ``nbytes / bw + hops · hop_latency_s``.
+
+The event-driven engine drives a :class:`FlowNetwork` with :meth:`~FlowNetwork.add_flow`,
+:meth:`~FlowNetwork.next_completion` and :meth:`~FlowNetwork.advance`; see their docstrings.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "Mesh",
+    "FlowNetwork",
+    "FlowDone",
+    "SHARING_MODES",
+    "plot_link_heatmap",
+]
+
+#: Bandwidth-sharing models of :class:`FlowNetwork`.
+#: ``maxmin``: max-min fair (progressive filling; work-conserving; the default).
+#: ``equal``: each resource is split equally among the flows crossing it and a flow gets the minimum of its
+#: shares (one vectorised pass, no redistribution of unused share: a pessimistic, cheaper approximation).
+#: ``none``: no contention, every flow runs at its own bottleneck capacity (an optimistic bound).
+SHARING_MODES: tuple[str, ...] = ("maxmin", "equal", "none")
+
+# Directions, in the order links are numbered for each node.
+_DIRS: tuple[tuple[int, int], ...] = ((1, 0), (-1, 0), (0, 1), (0, -1))
+
+
+class Mesh:
+    """A ``width × height`` 2-D mesh of directed links with dimension-order (XY) routing.
+
+    Args:
+        width: Number of columns (x extent), ≥ 1.
+        height: Number of rows (y extent), ≥ 1.
+        link_bw_gbps: Bandwidth of every directed link, GB/s (> 0).
+        hop_latency_s: Latency of one link traversal, s (≥ 0).
+
+    Attributes:
+        n_nodes: ``width·height``.
+        n_links: Number of directed links, ``2·((width−1)·height + width·(height−1))``.
+        link_src, link_dst: ``int64`` arrays (n_links,) with each link's endpoints.
+    """
+
+    def __init__(self, width: int, height: int, link_bw_gbps: float, hop_latency_s: float = 0.0) -> None:
+        if int(width) != width or int(height) != height or width < 1 or height < 1:
+            raise ValueError(f"mesh size must be positive integers, got {width}x{height}")
+        if not (link_bw_gbps > 0 and math.isfinite(link_bw_gbps)):
+            raise ValueError(f"link_bw_gbps must be a positive finite number, got {link_bw_gbps}")
+        if not (hop_latency_s >= 0 and math.isfinite(hop_latency_s)):
+            raise ValueError(f"hop_latency_s must be a non-negative finite number, got {hop_latency_s}")
+        self.width = int(width)
+        self.height = int(height)
+        self.link_bw_gbps = float(link_bw_gbps)
+        self.hop_latency_s = float(hop_latency_s)
+        self.n_nodes = self.width * self.height
+        src: list[int] = []
+        dst: list[int] = []
+        self._link_of: dict[tuple[int, int], int] = {}
+        for n in range(self.n_nodes):
+            x, y = self.xy(n)
+            for dx, dy in _DIRS:
+                nx, ny = x + dx, y + dy
+                if 0 <= nx < self.width and 0 <= ny < self.height:
+                    m = self.node(nx, ny)
+                    self._link_of[(n, m)] = len(src)
+                    src.append(n)
+                    dst.append(m)
+        self.n_links = len(src)
+        self.link_src = np.asarray(src, dtype=np.int64)
+        self.link_dst = np.asarray(dst, dtype=np.int64)
+        self._routes: dict[tuple[int, int], tuple[int, ...]] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"Mesh(width={self.width}, height={self.height}, link_bw_gbps={self.link_bw_gbps}, "
+            f"hop_latency_s={self.hop_latency_s})"
+        )
+
+    # -- coordinates -------------------------------------------------------------------------------------------
+    def node(self, x: int, y: int) -> int:
+        """Node id of column ``x``, row ``y`` (``x·height + y``)."""
+        if not (0 <= x < self.width and 0 <= y < self.height):
+            raise ValueError(f"({x}, {y}) is outside the {self.width}x{self.height} mesh")
+        return x * self.height + y
+
+    def xy(self, node: int) -> tuple[int, int]:
+        """(x, y) of a node id."""
+        if not 0 <= node < self.n_nodes:
+            raise ValueError(f"node {node} is outside the {self.width}x{self.height} mesh")
+        return divmod(int(node), self.height)
+
+    def hops(self, src: int, dst: int) -> int:
+        """Manhattan distance between two nodes = number of links on any minimal route."""
+        (x0, y0), (x1, y1) = self.xy(src), self.xy(dst)
+        return abs(x0 - x1) + abs(y0 - y1)
+
+    def distance_matrix(self) -> np.ndarray:
+        """``(n_nodes, n_nodes)`` int64 matrix of Manhattan distances."""
+        xs, ys = np.divmod(np.arange(self.n_nodes), self.height)
+        return np.abs(xs[:, None] - xs[None, :]) + np.abs(ys[:, None] - ys[None, :])
+
+    def is_ring(self, node: int) -> bool:
+        """Whether a node is on the outer ring (first/last column or row)."""
+        x, y = self.xy(node)
+        return x in (0, self.width - 1) or y in (0, self.height - 1)
+
+    def link(self, src: int, dst: int) -> int:
+        """Id of the directed link from node ``src`` to its neighbour ``dst``."""
+        try:
+            return self._link_of[(int(src), int(dst))]
+        except KeyError:
+            raise ValueError(f"nodes {src} and {dst} are not neighbours") from None
+
+    # -- routing -----------------------------------------------------------------------------------------------
+    def route(self, src: int, dst: int) -> tuple[int, ...]:
+        """Link ids of the dimension-order (XY) route from ``src`` to ``dst`` (empty when equal); cached."""
+        key = (int(src), int(dst))
+        r = self._routes.get(key)
+        if r is None:
+            (x, y), (x1, y1) = self.xy(src), self.xy(dst)
+            links: list[int] = []
+            n = key[0]
+            while x != x1:
+                x += 1 if x1 > x else -1
+                m = self.node(x, y)
+                links.append(self._link_of[(n, m)])
+                n = m
+            while y != y1:
+                y += 1 if y1 > y else -1
+                m = self.node(x, y)
+                links.append(self._link_of[(n, m)])
+                n = m
+            r = tuple(links)
+            self._routes[key] = r
+        return r
+
+    def route_nodes(self, src: int, dst: int) -> tuple[int, ...]:
+        """Nodes visited by :meth:`route`, both ends included."""
+        return (int(src), *(int(self.link_dst[lk]) for lk in self.route(src, dst)))
+
+    # -- capacity summaries ------------------------------------------------------------------------------------
+    def bisection_links(self) -> int:
+        """Directed links crossing the mesh's bisection, per direction.
+
+        The cut is the straight line across the longer dimension through its middle (for an odd extent the
+        halves differ by one column/row), so it crosses ``min(width, height)`` links in each direction (the
+        shorter extent). A 1×1 mesh has none.
+        """
+        if self.n_nodes == 1:
+            return 0
+        if self.width >= self.height:
+            return self.height if self.width > 1 else 0
+        return self.width
+
+    def bisection_bw_gbps(self, *, bidirectional: bool = False) -> float:
+        """Bisection bandwidth, GB/s: links across the bisection × link bandwidth (one direction by default)."""
+        return self.bisection_links() * self.link_bw_gbps * (2 if bidirectional else 1)
+
+    def transfer_time_s(self, src: int, dst: int, nbytes: float) -> float:
+        """Time of a lone flow on an idle mesh: ``nbytes / link_bw + hops · hop_latency``, s."""
+        h = self.hops(src, dst)
+        if h == 0:
+            return 0.0
+        return float(nbytes) / (self.link_bw_gbps * 1e9) + h * self.hop_latency_s
+
+
+@dataclass(frozen=True)
+class FlowDone:
+    """A flow whose data has drained.
+
+    Attributes:
+        flow_id: The caller's id of the flow.
+        drained_s: Time its last byte left the source (it stops using bandwidth), s.
+        delivered_s: Time its last byte arrives, ``drained_s + hops · hop_latency_s``, s.
+        nbytes: Bytes it carried.
+        start_s: Time it was added, s.
+    """
+
+    flow_id: Hashable
+    drained_s: float
+    delivered_s: float
+    nbytes: float
+    start_s: float
+
+
+@dataclass
+class _Flow:
+    slot: int
+    flow_id: Hashable
+    resources: tuple[int, ...]
+    nbytes: float
+    start_s: float
+    hops: int
+    cap: float  # bytes/s, inf when uncapped
+    remaining: float = field(default=0.0)
+
+
+class FlowNetwork:
+    """Concurrent flows on a :class:`Mesh` sharing link (and optional port) bandwidth.
+
+    Resources are the mesh's directed links (ids ``0 … n_links−1``), then one *port* per node listed in
+    ``port_gbps`` (e.g. an HBM's interface bandwidth, crossed by every flow that starts or ends at that node),
+    then any resource added with :meth:`add_resource`. A flow crosses the links of its XY route, the ports of
+    its two end nodes and the extra resources it names, and may have its own rate cap.
+
+    Rates are recomputed lazily (once per batch of starts/drains at the same instant) and stay constant until
+    the next start or drain, so the state between events is exact, not time-stepped.
+
+    Typical engine loop::
+
+        net.add_flow("w3", src=hbm, dst=chiplet, nbytes=2e6, now_s=t)
+        t_next, fid = net.next_completion()          # earliest drain with current rates
+        ...                                          # (after handling other events that come earlier)
+        for done in net.advance(t_next):             # process drains up to t_next, in time order
+            engine.schedule(done.delivered_s, done.flow_id)
+
+    Adding or removing a flow changes the rates, so the engine must call :meth:`next_completion` again after
+    it. Calling :meth:`add_flow` at a time later than a pending drain raises (the engine skipped an event).
+
+    Args:
+        mesh: The mesh.
+        port_gbps: Optional node → port bandwidth (GB/s) shared by all flows starting or ending at that node.
+        sharing: One of :data:`SHARING_MODES`.
+        bin_s: If given, carried bytes per resource are also recorded in time bins of this width (s) for
+            utilisation over time (:meth:`utilisation_series`); totals are always recorded.
+    """
+
+    def __init__(
+        self,
+        mesh: Mesh,
+        *,
+        port_gbps: Mapping[int, float] | None = None,
+        sharing: str = "maxmin",
+        bin_s: float | None = None,
+    ) -> None:
+        if sharing not in SHARING_MODES:
+            raise ValueError(f"sharing must be one of {SHARING_MODES}, got {sharing!r}")
+        if bin_s is not None and not (bin_s > 0 and math.isfinite(bin_s)):
+            raise ValueError(f"bin_s must be positive, got {bin_s}")
+        self.mesh = mesh
+        self.sharing = sharing
+        self.bin_s = None if bin_s is None else float(bin_s)
+        caps = [mesh.link_bw_gbps * 1e9] * mesh.n_links
+        self._names: list[str] = [f"link{lk}:{mesh.link_src[lk]}->{mesh.link_dst[lk]}" for lk in range(mesh.n_links)]
+        self._port_of: dict[int, int] = {}
+        for node, gbps in sorted((port_gbps or {}).items()):
+            mesh.xy(node)  # validates
+            if not (gbps > 0):
+                raise ValueError(f"port bandwidth of node {node} must be > 0, got {gbps}")
+            self._port_of[int(node)] = len(caps)
+            caps.append(float(gbps) * 1e9)
+            self._names.append(f"port{node}")
+        self._cap = np.asarray(caps, dtype=np.float64)
+        self._flows: dict[Hashable, _Flow] = {}
+        self._slots: list[_Flow | None] = []
+        self._free: list[int] = []
+        self._inc = np.zeros((8, len(caps)), dtype=np.float64)  # slot × resource incidence (0/1)
+        self._flow_cap = np.full(8, np.inf)
+        self._now = 0.0
+        self._dirty = False
+        # Cached per-active-flow arrays (rebuilt when the active set changes).
+        self._act: list[_Flow] = []
+        self._rate = np.zeros(0)
+        self._rem = np.zeros(0)
+        self._load = np.zeros(len(caps))  # bytes/s carried per resource with current rates
+        self._bytes = np.zeros(len(caps))  # carried bytes per resource since t = 0
+        self._bins = np.zeros((0, len(caps)))
+        self.n_recomputes = 0
+
+    # -- resources ---------------------------------------------------------------------------------------------
+    @property
+    def n_resources(self) -> int:
+        """Links + ports + extra resources."""
+        return len(self._cap)
+
+    def resource_name(self, r: int) -> str:
+        """Readable name of resource ``r`` (``link7:3->7``, ``port12``, or the name given)."""
+        return self._names[r]
+
+    def port(self, node: int) -> int | None:
+        """Resource id of a node's port, or None."""
+        return self._port_of.get(int(node))
+
+    def add_resource(self, name: str, capacity_gbps: float) -> int:
+        """Add a shared resource (GB/s) that flows may name in ``via``; returns its id."""
+        if not (capacity_gbps > 0):
+            raise ValueError(f"capacity of {name!r} must be > 0, got {capacity_gbps}")
+        self._cap = np.append(self._cap, float(capacity_gbps) * 1e9)
+        self._names.append(str(name))
+        pad = np.zeros((self._inc.shape[0], 1))
+        self._inc = np.hstack([self._inc, pad])
+        self._load = np.append(self._load, 0.0)
+        self._bytes = np.append(self._bytes, 0.0)
+        self._bins = np.hstack([self._bins, np.zeros((self._bins.shape[0], 1))])
+        self._dirty = True
+        return len(self._cap) - 1
+
+    # -- flows -------------------------------------------------------------------------------------------------
+    @property
+    def now_s(self) -> float:
+        """Time up to which the network state is known, s."""
+        return self._now
+
+    @property
+    def n_active(self) -> int:
+        """Flows still draining."""
+        return len(self._flows)
+
+    def __contains__(self, flow_id: Hashable) -> bool:
+        return flow_id in self._flows
+
+    def add_flow(
+        self,
+        flow_id: Hashable,
+        src: int,
+        dst: int,
+        nbytes: float,
+        now_s: float,
+        *,
+        cap_gbps: float | None = None,
+        via: Iterable[int] = (),
+    ) -> None:
+        """Start a flow of ``nbytes`` from node ``src`` to node ``dst`` at time ``now_s``.
+
+        Args:
+            flow_id: Any hashable id, unique among active flows.
+            src, dst: Node ids (equal: a local flow that uses no link, only the ports/caps given).
+            nbytes: Bytes to move (≥ 0).
+            now_s: Current time, s (≥ the network's time; no drain may be pending before it).
+            cap_gbps: Optional cap on this flow's rate, GB/s (e.g. the bandwidth reserved for a task).
+            via: Extra resource ids (from :meth:`add_resource`) the flow crosses.
+        """
+        if flow_id in self._flows:
+            raise ValueError(f"flow {flow_id!r} is already active")
+        if not (nbytes >= 0 and math.isfinite(nbytes)):
+            raise ValueError(f"nbytes must be finite and >= 0, got {nbytes}")
+        if cap_gbps is not None and not (cap_gbps > 0):
+            raise ValueError(f"cap_gbps must be > 0, got {cap_gbps}")
+        self._progress_to(now_s)
+        res = list(self.mesh.route(src, dst))
+        for node in (src, dst) if src != dst else (src,):
+            p = self._port_of.get(int(node))
+            if p is not None:
+                res.append(p)
+        for r in via:
+            if not 0 <= r < len(self._cap):
+                raise ValueError(f"unknown resource id {r}")
+            if r not in res:
+                res.append(int(r))
+        slot = self._free.pop() if self._free else self._new_slot()
+        f = _Flow(
+            slot=slot,
+            flow_id=flow_id,
+            resources=tuple(res),
+            nbytes=float(nbytes),
+            start_s=self._now,
+            hops=self.mesh.hops(src, dst),
+            cap=np.inf if cap_gbps is None else float(cap_gbps) * 1e9,
+            remaining=float(nbytes),
+        )
+        self._inc[slot, :] = 0.0
+        self._inc[slot, list(res)] = 1.0
+        self._flow_cap[slot] = f.cap
+        self._slots[slot] = f
+        self._flows[flow_id] = f
+        self._sync_remaining()
+        self._act.append(f)
+        self._rem = np.append(self._rem, f.remaining)
+        self._dirty = True
+
+    def remove_flow(self, flow_id: Hashable, now_s: float) -> float:
+        """Cancel an active flow at ``now_s`` (e.g. its task was preempted); returns the bytes not yet sent."""
+        self._progress_to(now_s)
+        f = self._flows.get(flow_id)
+        if f is None:
+            raise KeyError(f"flow {flow_id!r} is not active")
+        self._sync_remaining()
+        left = f.remaining
+        self._drop([f])
+        return left
+
+    def rate_gbps(self, flow_id: Hashable) -> float:
+        """Current rate of an active flow, GB/s."""
+        self._ensure_rates()
+        f = self._flows[flow_id]
+        return float(self._rate[self._act.index(f)]) / 1e9
+
+    def remaining_bytes(self, flow_id: Hashable) -> float:
+        """Bytes an active flow still has to send (as of :attr:`now_s`)."""
+        self._sync_remaining()
+        return self._flows[flow_id].remaining
+
+    def next_completion(self) -> tuple[float, Hashable] | None:
+        """(time, flow id) of the earliest drain with the current rates, or None when no flow is active.
+
+        Exact until the next :meth:`add_flow`/:meth:`remove_flow` (which change rates): ask again after those.
+        The flow is *delivered* ``hops · hop_latency_s`` later (see :class:`FlowDone`).
+        """
+        if not self._act:
+            return None
+        self._ensure_rates()
+        dt = self._drain_dt()
+        i = int(np.argmin(dt))
+        return self._now + float(dt[i]), self._act[i].flow_id
+
+    def advance(self, now_s: float) -> list[FlowDone]:
+        """Move time to ``now_s``, processing every drain up to it in time order (rates recomputed after each).
+
+        Returns:
+            The flows that drained in ``(previous time, now_s]``, in drain order (ties in start order).
+        """
+        if now_s < self._now - 1e-12 * max(1.0, abs(self._now)):
+            raise ValueError(f"time goes backwards: {now_s} < {self._now}")
+        done: list[FlowDone] = []
+        while self._act:
+            self._ensure_rates()
+            dt = self._drain_dt()
+            dmin = float(dt.min())
+            t_next = self._now + dmin
+            if t_next > now_s and not math.isclose(t_next, now_s, rel_tol=1e-12, abs_tol=1e-15):
+                break
+            self._move(dmin)
+            # Everything draining at this instant (within rounding) leaves together.
+            hit = dt <= dmin * (1 + 1e-12) + 1e-18
+            gone = [f for f, h in zip(self._act, hit) if h]
+            for f in gone:
+                done.append(
+                    FlowDone(
+                        flow_id=f.flow_id,
+                        drained_s=self._now,
+                        delivered_s=self._now + f.hops * self.mesh.hop_latency_s,
+                        nbytes=f.nbytes,
+                        start_s=f.start_s,
+                    )
+                )
+            self._rem[hit] = 0.0
+            self._drop(gone)
+        if now_s > self._now:
+            self._move(now_s - self._now)
+        return done
+
+    # -- accounting --------------------------------------------------------------------------------------------
+    def carried_bytes(self) -> np.ndarray:
+        """Bytes carried by each resource since t = 0 (copy, indexed by resource id)."""
+        return self._bytes.copy()
+
+    def link_utilisation(self, duration_s: float | None = None) -> np.ndarray:
+        """Mean utilisation of each directed link over ``[0, duration_s]`` (default: up to now), fraction 0–1."""
+        d = self._now if duration_s is None else float(duration_s)
+        if d <= 0:
+            return np.zeros(self.mesh.n_links)
+        return self._bytes[: self.mesh.n_links] / (self._cap[: self.mesh.n_links] * d)
+
+    def utilisation_series(self, *, links_only: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(bin start times s, utilisation per bin × resource, fraction) — requires ``bin_s``.
+
+        The last bin is partial when the current time is inside it; its utilisation is over its full width.
+        """
+        if self.bin_s is None:
+            raise ValueError("this FlowNetwork was created without bin_s")
+        n = int(math.ceil(self._now / self.bin_s - 1e-12)) if self._now > 0 else 0
+        b = self._bins[:n]
+        cols = self.mesh.n_links if links_only else len(self._cap)
+        util = b[:, :cols] / (self._cap[:cols] * self.bin_s)
+        return np.arange(n) * self.bin_s, util
+
+    # -- internals ---------------------------------------------------------------------------------------------
+    def _new_slot(self) -> int:
+        slot = len(self._slots)
+        self._slots.append(None)
+        if slot >= self._inc.shape[0]:
+            grow = self._inc.shape[0]
+            self._inc = np.vstack([self._inc, np.zeros((grow, self._inc.shape[1]))])
+            self._flow_cap = np.concatenate([self._flow_cap, np.full(grow, np.inf)])
+        return slot
+
+    def _drop(self, gone: Sequence[_Flow]) -> None:
+        if not gone:
+            return
+        ids = {id(f) for f in gone}
+        keep = [i for i, f in enumerate(self._act) if id(f) not in ids]
+        self._rem = self._rem[keep]
+        self._act = [self._act[i] for i in keep]
+        for f in gone:
+            del self._flows[f.flow_id]
+            self._slots[f.slot] = None
+            self._free.append(f.slot)
+        self._dirty = True
+
+    def _sync_remaining(self) -> None:
+        for f, r in zip(self._act, self._rem):
+            f.remaining = float(r)
+
+    def _drain_dt(self) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dt = np.where(self._rem <= 0.0, 0.0, self._rem / self._rate)
+        return dt
+
+    def _move(self, dt: float) -> None:
+        """Advance time by ``dt`` with constant rates (no drain inside the interval)."""
+        if dt <= 0:
+            return
+        t0 = self._now
+        if self._act:
+            self._ensure_rates()
+            fin = np.isfinite(self._rate)
+            self._rem = np.where(fin, np.maximum(self._rem - np.where(fin, self._rate, 0.0) * dt, 0.0), 0.0)
+            self._bytes += self._load * dt
+            if self.bin_s is not None and self._load.any():
+                self._bin_add(t0, t0 + dt)
+        self._now = t0 + dt
+
+    def _bin_add(self, t0: float, t1: float) -> None:
+        w = self.bin_s
+        b0, b1 = int(t0 // w), int(t1 // w)
+        if b1 >= self._bins.shape[0]:
+            grow = max(b1 + 1, 2 * self._bins.shape[0], 64) - self._bins.shape[0]
+            self._bins = np.vstack([self._bins, np.zeros((grow, self._bins.shape[1]))])
+        if b0 == b1:
+            self._bins[b0] += self._load * (t1 - t0)
+            return
+        self._bins[b0] += self._load * ((b0 + 1) * w - t0)
+        if b1 > b0 + 1:
+            self._bins[b0 + 1 : b1] += self._load * w
+        self._bins[b1] += self._load * (t1 - b1 * w)
+
+    def _progress_to(self, now_s: float) -> None:
+        if now_s < self._now - 1e-12 * max(1.0, abs(self._now)):
+            raise ValueError(f"time goes backwards: {now_s} < {self._now}")
+        if self._act:
+            nxt = self.next_completion()
+            assert nxt is not None
+            if nxt[0] < now_s and not math.isclose(nxt[0], now_s, rel_tol=1e-12, abs_tol=1e-15):
+                raise RuntimeError(
+                    f"flow {nxt[1]!r} drains at {nxt[0]!r} s, before {now_s!r} s: call advance() first"
+                )
+        if now_s > self._now:
+            self._move(now_s - self._now)
+
+    def _ensure_rates(self) -> None:
+        if not self._dirty:
+            return
+        self._dirty = False
+        self.n_recomputes += 1
+        k = len(self._act)
+        if k == 0:
+            self._rate = np.zeros(0)
+            self._load = np.zeros(len(self._cap))
+            return
+        slots = np.fromiter((f.slot for f in self._act), dtype=np.int64, count=k)
+        a = self._inc[slots]  # k × R
+        fcap = self._flow_cap[slots]
+        if self.sharing == "maxmin":
+            rate = _maxmin(a, self._cap, fcap)
+        else:
+            used = a > 0
+            if self.sharing == "equal":
+                cnt = a.sum(axis=0)
+                share = np.divide(self._cap, cnt, out=np.full_like(self._cap, np.inf), where=cnt > 0)
+            else:
+                share = self._cap
+            rate = np.where(used, share[None, :], np.inf).min(axis=1) if a.shape[1] else np.full(k, np.inf)
+            rate = np.minimum(rate, fcap)
+        self._rate = rate
+        fin = np.where(np.isfinite(rate), rate, 0.0)
+        self._load = fin @ a
+
+
+def _maxmin(a: np.ndarray, cap: np.ndarray, fcap: np.ndarray) -> np.ndarray:
+    """Max-min fair rates by progressive filling.
+
+    All unfrozen flows rise at the same pace; when a resource saturates (or a flow reaches its own cap) the
+    flows crossing it freeze. Each round freezes ≥ 1 flow, so there are at most ``k`` rounds (usually a few).
+
+    Args:
+        a: ``(k, R)`` 0/1 incidence of flows on resources.
+        cap: ``(R,)`` resource capacities, bytes/s.
+        fcap: ``(k,)`` per-flow caps, bytes/s (inf = none).
+    """
+    k = a.shape[0]
+    rate = np.zeros(k)
+    live = np.ones(k, dtype=bool)
+    left = cap.astype(np.float64, copy=True)
+    while live.any():
+        cnt = live @ a  # unfrozen flows per resource
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(cnt > 0, left / cnt, np.inf)
+        s_res = share.min() if share.size else np.inf
+        head = np.where(live, fcap - rate, np.inf)
+        s_cap = head.min()
+        s = min(s_res, s_cap)
+        if not math.isfinite(s):  # flows that cross nothing and have no cap: unconstrained
+            rate[live] = np.inf
+            break
+        rate[live] += s
+        left -= s * cnt
+        tol = 1e-12 * max(s, 1.0)
+        sat = (cnt > 0) & (share <= s + tol)
+        frozen = live & ((a[:, sat].sum(axis=1) > 0) | (head <= s + tol))
+        live &= ~frozen
+        np.maximum(left, 0.0, out=left)
+    return rate
+
+
+def plot_link_heatmap(
+    mesh: Mesh,
+    link_util: np.ndarray,
+    path: str,
+    *,
+    node_labels: Sequence[str] | None = None,
+    title: str | None = None,
+    vmax: float = 1.0,
+) -> None:
+    """Render mean utilisation of every directed link on the mesh as a PNG (as in HYDRA Fig. 11).
+
+    Each directed link is a coloured bar between its nodes, offset to one side so both directions are visible
+    (x-links: +x above the centre line, −x below; y-links: +y to the right, −y to the left).
+
+    Args:
+        mesh: The mesh.
+        link_util: ``(n_links,)`` utilisation per link, fraction 0–1 (shown in %).
+        path: Output PNG path.
+        node_labels: Optional label per node (e.g. ``"HBM"``, ``"tscs_d"``).
+        title: Optional figure title.
+        vmax: Utilisation mapped to the top of the colour scale, fraction.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    util = np.asarray(link_util, dtype=float)
+    if util.shape != (mesh.n_links,):
+        raise ValueError(f"link_util must have shape ({mesh.n_links},), got {util.shape}")
+    fig, ax = plt.subplots(figsize=(1.3 * mesh.width + 1.5, 1.3 * mesh.height + 0.6))
+    segs = []
+    off = 0.09
+    for lk in range(mesh.n_links):
+        (x0, y0), (x1, y1) = mesh.xy(int(mesh.link_src[lk])), mesh.xy(int(mesh.link_dst[lk]))
+        if y0 == y1:
+            o = off if x1 > x0 else -off
+            segs.append([(x0 + 0.22 * np.sign(x1 - x0), y0 + o), (x1 - 0.22 * np.sign(x1 - x0), y1 + o)])
+        else:
+            o = off if y1 > y0 else -off
+            segs.append([(x0 + o, y0 + 0.22 * np.sign(y1 - y0)), (x1 + o, y1 - 0.22 * np.sign(y1 - y0))])
+    norm = matplotlib.colors.Normalize(vmin=0.0, vmax=100.0 * vmax)
+    lc = LineCollection(segs, cmap="inferno_r", norm=norm, linewidths=6)
+    lc.set_array(100.0 * util)
+    ax.add_collection(lc)
+    for n in range(mesh.n_nodes):
+        x, y = mesh.xy(n)
+        label = node_labels[n] if node_labels is not None else str(n)
+        ax.add_patch(plt.Rectangle((x - 0.2, y - 0.2), 0.4, 0.4, fc="#dde6f0", ec="#334", lw=0.8))
+        ax.text(x, y, label, ha="center", va="center", fontsize=6)
+    ax.set_xlim(-0.5, mesh.width - 0.5)
+    ax.set_ylim(-0.5, mesh.height - 0.5)
+    ax.set_aspect("equal")
+    ax.set_xticks(range(mesh.width))
+    ax.set_yticks(range(mesh.height))
+    ax.set_xlabel("x (column)")
+    ax.set_ylabel("y (row)")
+    fig.colorbar(lc, ax=ax, label="Link utilisation (%)", fraction=0.04)
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
