@@ -101,6 +101,8 @@ class Gemm:
         count: Independent repetitions (heads, requests).
         weight: True when the right operand is a weight matrix (streamed from memory, shareable across the
             batch); False for activation×activation products (attention scores and values).
+        density: Fraction of the ``m·n·k`` products actually performed (1.0 for a dense GEMM; causal attention
+            over new tokens skips the masked upper triangle, see ``hydra_opt.workload.layers``).
     """
 
     name: str
@@ -109,8 +111,10 @@ class Gemm:
     k: int
     count: int = 1
     weight: bool = True
+    density: float = 1.0
 
     @property
-    def macs(self) -> int:
-        """Multiply-accumulates of all repetitions."""
-        return self.m * self.n * self.k * self.count
+    def macs(self) -> float:
+        """Multiply-accumulates of all repetitions (masked products excluded)."""
+        dense = self.m * self.n * self.k * self.count
+        return dense if self.density == 1.0 else dense * self.density
