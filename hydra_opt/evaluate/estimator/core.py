@@ -1,0 +1,595 @@
+"""The estimator proper: design + model + workload → :class:`Estimate` (HYDRA §V), numpy over designs.
+
+Pipeline of one estimate (docs/estimator.md has the derivations):
+
+1. **Prepare** (once per model × workload × precision, cached): block cost coefficients, per-block weight/KV/state
+   bytes, length moments (:class:`~.capacities.LengthStats`), arrival rate and measurement window.
+2. **Design inputs** (:func:`design_inputs`): per station (compute chiplet instance) and block, the opcost time
+   of the block's prefill and decode work for one *cycle* of a circulating batch — for static batching the batch's
+   whole life (one prefill pass over B prompts, then decode passes whose membership shrinks as requests finish:
+   the expected number of passes with ``a`` members comes from order statistics of the output-length
+   distribution); for continuous batching one pass with the steady-state mix of new (prefill) and running (decode)
+   members. Also the memory-capacity concurrency, batches in flight, HBM/NoI bandwidth cap.
+3. **Solve** (:func:`solve`): Ω by LPT (static scheduler) or type-balanced loads (dynamic schedulers), MVA of the
+   closed pipeline with ``m`` batches in flight → cycles/s, capped by HBM/NoI bandwidth → capacity (tokens/s,
+   requests/s); the occupancy CTMC (ρ < 1) or the fluid backlog (ρ ≥ 1) → throughput (Eq. 8) and TTFT.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from hydra_opt.evaluate.estimator import capacities as cap
+from hydra_opt.evaluate.estimator import markov
+from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
+
+__all__ = ["Prepared", "prepare", "DesignInputs", "design_inputs", "solve", "estimate", "SCHED_CODES"]
+
+#: Scheduler name → code used in arrays.
+SCHED_CODES = {"static": 0, "fcfs": 1, "worksteal": 2, "elastic": 3}
+_PHASES = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Per (model, workload, precision) data shared by every design.
+
+    Attributes:
+        model_name, workload_name: Names.
+        families: Family of each block.
+        coeffs: ``(n_blocks, 8, 6)`` cost coefficients.
+        weight_bytes, kv_bytes_per_token, state_bytes: Per block, bytes.
+        stats: Length moments.
+        arrival_per_s: Mean arrival rate λ, requests/s.
+        window_s: Measurement window ``(start, end)``, s.
+        order_stats: ``B -> E[a-th largest decode-step count of B requests]`` for a = 1..B.
+        ctx_cap_tok: Largest context a block attends to, tokens (None: unbounded).
+    """
+
+    model_name: str
+    workload_name: str
+    families: tuple[str, ...]
+    coeffs: np.ndarray
+    weight_bytes: np.ndarray
+    kv_bytes_per_token: np.ndarray
+    state_bytes: np.ndarray
+    stats: cap.LengthStats
+    arrival_per_s: float
+    window_s: tuple[float, float]
+    order_stats: dict
+    precision: str
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.families)
+
+
+def _order_stats(steps: np.ndarray, b: int) -> np.ndarray:
+    """E[a-th largest of ``b`` i.i.d. draws from the empirical distribution of ``steps``], a = 1..b.
+
+    ``E[L_a] = Σ_{k≥1} P(#{S_i ≥ k} ≥ a)``, summed exactly over the empirical support.
+    """
+    from scipy.stats import binom
+
+    s = np.sort(np.asarray(steps, dtype=np.float64))
+    vals = np.unique(s)
+    vals = vals[vals > 0]
+    if vals.size == 0:
+        return np.zeros(b)
+    # p_k is constant on (v_{j-1}, v_j]: P(S ≥ k) = P(S ≥ v_j) there.
+    widths = np.diff(np.concatenate([[0.0], vals]))
+    p_ge = 1.0 - np.searchsorted(s, vals, side="left") / s.size
+    a = np.arange(1, b + 1)
+    tail = binom.sf(a[:, None] - 1, b, p_ge[None, :])  # P(Bin ≥ a)
+    return (tail * widths[None, :]).sum(axis=1)
+
+
+def prepare(model, workload, *, options: EstimatorOptions | None = None, precision: str | None = None) -> Prepared:
+    """Everything about (model, workload) that does not depend on the design (cached by names and options)."""
+    opts = options or EstimatorOptions()
+    prec = precision or opts.precision or "fp16"
+    return _prepare_cached(model, workload, prec, opts.n_samples, opts.seed, opts.window_s)
+
+
+_PREP_CACHE: dict = {}
+
+
+def _prepare_cached(model, workload, prec, n_samples, seed, window) -> Prepared:
+    key = (id(model), getattr(model, "name", None), id(workload), getattr(workload, "name", None), prec, n_samples, seed, window)
+    hit = _PREP_CACHE.get(key)
+    if hit is not None:
+        return hit
+    from hydra_opt.workload.precision import get_precision
+
+    p = get_precision(prec)
+    blocks = list(model.blocks)
+    coeffs = np.asarray(model.block_coeffs(p), dtype=np.float64)
+    reqs = workload.requests(seed) if seed is not None else workload.requests()
+    arr = np.asarray(reqs.arrival_s, dtype=np.float64)
+    pt = np.asarray(reqs.prompt_tokens, dtype=np.float64)
+    ot = np.asarray(reqs.output_tokens, dtype=np.float64)
+    if pt.size > n_samples:
+        idx = np.linspace(0, pt.size - 1, n_samples).astype(np.int64)
+        pt_s, ot_s = pt[idx], ot[idx]
+    else:
+        pt_s, ot_s = pt, ot
+    max_pos = getattr(model, "max_position", None)
+    stats = cap.length_stats(pt_s, ot_s, ctx_cap_tok=float(max_pos) if max_pos else None)
+    span = float(arr[-1] - arr[0]) if arr.size > 1 else 1.0
+    lam = (arr.size - 1) / span if span > 0 else float("inf")
+    if window is None:
+        horizon = getattr(workload, "horizon_s", None)
+        end = float(arr[-1]) if arr.size else 1.0
+        if horizon:
+            end = min(end, float(horizon))
+        window = (0.1 * (end - float(arr[0])) + float(arr[0]), end)
+    prep = Prepared(
+        model_name=str(model.name),
+        workload_name=str(getattr(workload, "name", "workload")),
+        families=tuple(str(b.family) for b in blocks),
+        coeffs=coeffs,
+        weight_bytes=np.asarray(model.block_weight_bytes(p), dtype=np.float64),
+        kv_bytes_per_token=np.asarray(model.block_kv_bytes_per_token(p), dtype=np.float64),
+        state_bytes=np.asarray(model.block_state_bytes(p), dtype=np.float64),
+        stats=stats,
+        arrival_per_s=float(lam),
+        window_s=(float(window[0]), float(window[1])),
+        order_stats={},
+        precision=prec,
+    )
+    _PREP_CACHE[key] = prep
+    return prep
+
+
+def order_stats(prep: Prepared, b: int) -> np.ndarray:
+    """Cached :func:`_order_stats` of the prepared workload for batch size ``b``."""
+    out = prep.order_stats.get(b)
+    if out is None:
+        out = _order_stats(prep.stats.steps, b)
+        prep.order_stats[b] = out
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per chiplet type: block time tables (the only place opcost is called).
+
+
+@dataclass(frozen=True)
+class TypeTable:
+    """Per-block times of one chiplet type for one design's batching (arrays over blocks).
+
+    Attributes:
+        pre_s: Prefill part of one cycle, s per block.
+        dec_s: Decode part of one cycle, s per block.
+        pre_ref_s, dec_ref_s: Per-pass times at a full batch (the reference Ω is built on).
+        mem_bytes: Memory bytes per block per cycle.
+    """
+
+    pre_s: np.ndarray
+    dec_s: np.ndarray
+    pre_ref_s: np.ndarray
+    dec_ref_s: np.ndarray
+    mem_bytes: np.ndarray
+
+
+def _times(prep: Prepared, chiplet, agg: np.ndarray, bw_gbps: float) -> tuple[np.ndarray, np.ndarray]:
+    costs = cap.block_costs(prep.coeffs, agg)  # (..., nb, F)
+    chip = cap.chiplet_arrays([chiplet])
+    lat, mem = cap.block_times(costs, chip, np.array([bw_gbps]))
+    return lat[..., 0], mem
+
+
+def cycle_plan(prep: Prepared, batching: str, b: int, token_budget: float) -> dict:
+    """Aggregates of one cycle of a circulating batch.
+
+    Returns a dict with ``pre_agg`` (6,), ``dec_aggs`` (k, 6) with weights ``dec_w`` (k,) (passes of each kind
+    per cycle), ``tokens`` (output tokens per cycle), ``admits`` (requests started per cycle), ``passes``.
+    """
+    st = prep.stats
+    if batching == "static":
+        ls = order_stats(prep, b)  # E[a-th largest steps]
+        n_exact = ls - np.concatenate([ls[1:], [0.0]])  # passes with exactly a members, a=1..b
+        a = np.arange(1, b + 1, dtype=np.float64)
+        return dict(
+            pre_agg=cap.prefill_agg(st, float(b)),
+            dec_aggs=cap.decode_agg(st, a),
+            dec_w=n_exact,
+            tokens=b * st.output_mean_tok,
+            admits=float(b),
+            passes=1.0 + float(ls[0]),
+        )
+    # Continuous: a full batch of b members; in steady state a request spends 1 pass in prefill and S̄ in decode,
+    # so a pass carries b/(1+S̄) new prompts, capped by the token budget (Σq ≤ budget).
+    k_p = b / (1.0 + st.decode_steps_mean)
+    k_p = min(k_p, max(token_budget / max(st.prompt_mean_tok, 1.0), 1.0 / max(1.0, b)))
+    k_p = min(k_p, float(b))
+    k_d = max(float(b) - k_p, 0.0)
+    return dict(
+        pre_agg=cap.prefill_agg(st, k_p),
+        dec_aggs=cap.decode_agg(st, np.array([k_d])),
+        dec_w=np.array([1.0]),
+        tokens=float(b) * 1.0 if k_d > 0 else k_p,
+        admits=k_p,
+        passes=1.0,
+    )
+
+
+_TABLE_CACHE: dict = {}
+
+
+def type_table(prep: Prepared, chiplet, batching: str, b: int, bw_gbps: float, token_budget: float) -> TypeTable:
+    """Block times of one chiplet type (cached per prepared workload, chiplet, batching, batch, bandwidth)."""
+    key = (id(prep), chiplet.name, chiplet.d2d_bw_gbps, batching, b, bw_gbps, token_budget)
+    hit = _TABLE_CACHE.get(key)
+    if hit is not None:
+        return hit
+    plan = cycle_plan(prep, batching, b, token_budget)
+    pre, mem_p = _times(prep, chiplet, plan["pre_agg"], bw_gbps)
+    dec_all, mem_d = _times(prep, chiplet, plan["dec_aggs"], bw_gbps)  # (k, nb)
+    w = plan["dec_w"][:, None]
+    dec = (w * dec_all).sum(axis=0)
+    mem = mem_p + (w * mem_d).sum(axis=0)
+    pre_ref, _ = _times(prep, chiplet, cap.prefill_agg(prep.stats, float(b)), bw_gbps)
+    dec_ref, _ = _times(prep, chiplet, cap.decode_agg(prep.stats, float(b)), bw_gbps)
+    t = TypeTable(pre, dec, pre_ref, dec_ref, mem)
+    if len(_TABLE_CACHE) > 20000:
+        _TABLE_CACHE.clear()
+    _TABLE_CACHE[key] = t
+    return t
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Design → arrays
+
+
+@dataclass
+class DesignInputs:
+    """Arrays (leading axis = designs) the solver needs. Built by :func:`design_inputs` or the vectorised path."""
+
+    pre_t: np.ndarray  # (D, nb, S) prefill time per cycle, inf = ineligible
+    dec_t: np.ndarray  # (D, nb, S) decode time per cycle
+    pre_ref: np.ndarray  # (D, nb, S)
+    dec_ref: np.ndarray  # (D, nb, S)
+    type_id: np.ndarray  # (D, S) int, -1 = no station
+    mem_bytes_cycle: np.ndarray  # (D,)
+    hbm_cap_bps: np.ndarray  # (D,) deliverable memory bandwidth, bytes/s
+    batches: np.ndarray  # (D,) batches in flight at saturation
+    batch: np.ndarray  # (D,) members per batch
+    tokens_cycle: np.ndarray  # (D,)
+    admits_cycle: np.ndarray  # (D,)
+    passes_cycle: np.ndarray  # (D,)
+    static_sched: np.ndarray  # (D,) bool
+    static_batching: np.ndarray  # (D,) bool
+    mem_limited: np.ndarray  # (D,) bool: batches limited by memory capacity
+    feasible: np.ndarray  # (D,) bool
+    type_names: list  # names by type id
+
+
+def _counts(design) -> list[tuple[str, int]]:
+    c = design.counts
+    items = c.items() if isinstance(c, dict) else c
+    return [(str(n), int(k)) for n, k in items if int(k) > 0]
+
+
+def _memory(design):
+    from hydra_opt.hardware.memory import get_memory
+
+    m = design.memory
+    return get_memory(m) if isinstance(m, str) else m
+
+
+def _library():
+    from hydra_opt.hardware.chiplets import ChipletLibrary
+
+    return ChipletLibrary.default()
+
+
+def hbm_port_cap_gbps(n_mem, mem_bw_gbps, d2d_bw_gbps, grid_w: int = 6, grid_h: int = 4):
+    """Deliverable memory bandwidth of ``n_mem`` ring-placed memories, GB/s (numpy-broadcasting).
+
+    Each memory serves at most its interface bandwidth and what its mesh links can carry: a ring slot has 3 links
+    (2 at the four corners; the artifact's ring order fills corners last, so corners hold memories only when
+    more than ``ring − 4`` are placed).
+    """
+    n = np.asarray(n_mem, dtype=np.float64)
+    ring = 2 * (grid_w + grid_h) - 4
+    corners = np.clip(n - (ring - 4), 0, 4)
+    links = 3.0 * (n - corners) + 2.0 * corners
+    per_link = np.minimum(np.asarray(d2d_bw_gbps, dtype=np.float64), np.asarray(mem_bw_gbps, dtype=np.float64))
+    return np.minimum(n * np.asarray(mem_bw_gbps, dtype=np.float64), links * per_link)
+
+
+def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = None, *, library=None) -> DesignInputs:
+    """Arrays of one design (leading axis of length 1)."""
+    opts = options or EstimatorOptions()
+    lib = library or _library()
+    counts = _counts(design)
+    d2d = float(design.d2d_bw_gbps)
+    mem = _memory(design)
+    n_mem = int(design.n_mem)
+    b = int(design.max_batch)
+    batching = str(design.batching)
+    token_budget = 8192.0
+    chips = [lib.get(name, d2d) for name, _ in counts]
+    type_names = [name for name, _ in counts]
+    stations = [(k, c) for k, (c, (_, n)) in enumerate(zip(chips, counts)) for _ in range(n)]
+    nb, ns = prep.n_blocks, len(stations)
+    task_bw = min(d2d, float(mem.bw_gbps))
+    tables = [type_table(prep, c, batching, b, task_bw, token_budget) for c in chips]
+    pre_t = np.full((nb, ns), np.inf)
+    dec_t = np.full((nb, ns), np.inf)
+    pre_ref = np.full((nb, ns), np.inf)
+    dec_ref = np.full((nb, ns), np.inf)
+    fams = np.array(prep.families)
+    for phase, out, ref in (("prefill", pre_t, pre_ref), ("decode", dec_t, dec_ref)):
+        for f in sorted(set(prep.families)):
+            rows = np.nonzero(fams == f)[0]
+            native = [i for i, (k, c) in enumerate(stations) if c.can_run(f, phase)]
+            if not native:
+                native = [i for i, (k, c) in enumerate(stations) if f in c.families] or list(range(ns))
+            for i in native:
+                t = tables[stations[i][0]]
+                src = t.pre_s if phase == "prefill" else t.dec_s
+                rsrc = t.pre_ref_s if phase == "prefill" else t.dec_ref_s
+                out[rows, i] = src[rows]
+                ref[rows, i] = rsrc[rows]
+    mem_bytes = float(tables[0].mem_bytes.sum()) if tables else 0.0
+    conc = memory_concurrency(prep, n_mem, float(mem.capacity_bytes), batching, b)
+    max_batches = opts.max_batches_in_flight or ns
+    nbat = min(float(max_batches), math.floor(conc / b) if batching == "static" else conc / b)
+    plan = cycle_plan(prep, batching, b, token_budget)
+    hbm = hbm_port_cap_gbps(n_mem, float(mem.bw_gbps), d2d, int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4)))
+    return DesignInputs(
+        pre_t=pre_t[None],
+        dec_t=dec_t[None],
+        pre_ref=pre_ref[None],
+        dec_ref=dec_ref[None],
+        type_id=np.array([[k for k, _ in stations]], dtype=np.int64),
+        mem_bytes_cycle=np.array([mem_bytes]),
+        hbm_cap_bps=np.array([float(hbm) * 1e9]),
+        batches=np.array([max(nbat, 0.0)]),
+        batch=np.array([float(b)]),
+        tokens_cycle=np.array([plan["tokens"]]),
+        admits_cycle=np.array([plan["admits"]]),
+        passes_cycle=np.array([plan["passes"]]),
+        static_sched=np.array([str(design.scheduler) == "static"]),
+        static_batching=np.array([batching == "static"]),
+        mem_limited=np.array([nbat < max_batches]),
+        feasible=np.array([nbat >= (1.0 if batching == "static" else 1.0 / b) and ns > 0]),
+        type_names=type_names,
+    )
+
+
+def memory_concurrency(prep: Prepared, n_mem, capacity_bytes, batching: str, b) -> np.ndarray:
+    """Requests the memories can hold at once (numpy-broadcasting over ``n_mem``/``capacity_bytes``).
+
+    Blocks are spread over the memories (``ceil(n_blocks / n_mem)`` on the fullest one, which binds). Static
+    batching reserves a request's whole KV (prompt + output) at admission; continuous batching holds the
+    length-biased mean context of running requests (paged).
+    """
+    n = np.asarray(n_mem, dtype=np.float64)
+    nb = prep.n_blocks
+    per = np.ceil(nb / np.maximum(n, 1.0))
+    w = prep.weight_bytes.mean() * per
+    kv = prep.kv_bytes_per_token.mean() * per
+    state = prep.state_bytes.mean() * per
+    st = prep.stats
+    if batching == "static":
+        tokens = st.prompt_mean_tok + st.output_mean_tok
+    else:
+        tokens = st.decode_ctx_mean_tok
+    free = np.maximum(np.asarray(capacity_bytes, dtype=np.float64) - w, 0.0)
+    need = kv * tokens + state
+    return np.where(need > 0, free / np.maximum(need, 1e-300), 1e9)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Solver (shared by the scalar and vectorised paths)
+
+
+def mva_curve(demands: np.ndarray, m_max: int) -> np.ndarray:
+    """X(n) for n = 1..m_max (cycles/s), ``(..., m_max)``."""
+    d = demands
+    q = np.zeros_like(d)
+    xs = []
+    for n in range(1, m_max + 1):
+        r_s = d * (1.0 + q)
+        x = n / np.maximum(r_s.sum(axis=-1), 1e-300)
+        q = x[..., None] * r_s
+        xs.append(x)
+    return np.stack(xs, axis=-1)
+
+
+def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = None, *, sparse: bool = True) -> dict:
+    """Capacities, π, throughput and TTFT of every design in ``inp`` (arrays over designs).
+
+    Args:
+        sparse: Solve the occupancy chain with the sparse linear solver (scalar path) or its product form
+            (vectorised path); both give the same π.
+    """
+    opts = options or EstimatorOptions()
+    d_count = inp.pre_t.shape[0]
+    # Ω (Eqs. 4–5) on the reference per-pass times, then the cycle loads of the owned blocks.
+    _, own_p = cap.assign_blocks(inp.pre_ref)
+    _, own_d = cap.assign_blocks(inp.dec_ref)
+    s = inp.pre_t.shape[-1]
+    onehot_p = own_p[..., None] == np.arange(s)
+    onehot_d = own_d[..., None] == np.arange(s)
+    pre_load = np.where(onehot_p, np.where(np.isfinite(inp.pre_t), inp.pre_t, 0.0), 0.0).sum(axis=-2)
+    dec_load = np.where(onehot_d, np.where(np.isfinite(inp.dec_t), inp.dec_t, 0.0), 0.0).sum(axis=-2)
+    dyn = ~inp.static_sched
+    if np.any(dyn):
+        bal_p = cap.balance_within_types(pre_load, inp.type_id, opts.balance_efficiency)
+        bal_d = cap.balance_within_types(dec_load, inp.type_id, opts.balance_efficiency)
+        pre_load = np.where(dyn[:, None], bal_p, pre_load)
+        dec_load = np.where(dyn[:, None], bal_d, dec_load)
+    demand = pre_load + dec_load
+    m = np.maximum(inp.batches, 1.0)
+    m_max = int(np.ceil(m.max())) if d_count else 1
+    curve = mva_curve(demand, m_max)  # (D, m_max)
+    x_mva = _interp_curve(curve, m)
+    x_hbm = inp.hbm_cap_bps / np.maximum(inp.mem_bytes_cycle, 1e-300)
+    x = np.minimum(x_mva, x_hbm)
+    x = np.where(inp.feasible, x, 0.0)
+    cap_tok = x * inp.tokens_cycle
+    mu_max = x * inp.admits_cycle  # requests/s
+    # MVA queues seen by an arriving batch at m (arrival theorem: m−1 others) → prefill residence.
+    _, _, q_arr = cap.mva_throughput(demand, np.maximum(m - 1.0, 1.0))
+    q_arr = np.where((m - 1.0 >= 1.0)[:, None], q_arr, 0.0)
+    prefill_lat = (pre_load * (1.0 + q_arr)).sum(axis=-1)
+    cycle_time = np.where(x > 0, m / np.maximum(x, 1e-300), np.inf)
+    dec_passes = np.maximum(inp.passes_cycle - np.where(inp.static_batching, 1.0, 0.0), 1e-9)
+    tpot = np.where(inp.static_batching, (cycle_time - prefill_lat) / dec_passes, cycle_time)
+    tpot = np.maximum(tpot, 0.0)
+
+    # Queueing: occupancy chain (ρ < 1) or fluid backlog (ρ ≥ 1).
+    lam = prep.arrival_per_s
+    w0, w1 = prep.window_s
+    rho = np.where(mu_max > 0, lam / np.maximum(mu_max, 1e-300), np.inf)
+    st = prep.stats
+    out_tok = st.output_mean_tok
+    thr = np.zeros(d_count)
+    wait = np.zeros(d_count)
+    pis: list = [None] * d_count
+    scv = _service_scv(prep)
+    for i in range(d_count):
+        if mu_max[i] <= 0:
+            thr[i], wait[i] = 0.0, np.inf
+            continue
+        if rho[i] >= 1.0:
+            thr[i] = cap_tok[i]
+            wait[i] = float(markov.fluid_wait(lam, mu_max[i], w0, w1))
+            pis[i] = np.array([1.0])
+            continue
+        n_adm = int(max(1, round(float(m[i] * inp.batch[i]))))
+        # μ(n): a pipeline holding n admitted requests runs n/b batches (MVA curve, linear below one batch).
+        nb_in = np.arange(1, n_adm + 1) / inp.batch[i]
+        xn = np.where(nb_in >= 1.0, _interp_curve(np.broadcast_to(curve[i], (n_adm, m_max)), np.minimum(nb_in, m[i])), nb_in * curve[i, 0])
+        mu_n = np.minimum(xn, x_hbm[i]) * inp.admits_cycle[i]
+        mu_n[-1] = mu_max[i]
+        mu_n = np.maximum.accumulate(mu_n)
+        if sparse:
+            pi, k = markov.occupancy_chain(lam, mu_n, n_adm)
+        else:
+            pi, k = _occupancy_closed(lam, mu_n, n_adm)
+        pis[i] = pi
+        n = np.arange(pi.size)
+        queue = np.maximum(n - n_adm, 0)
+        g_d = np.concatenate([[0.0], mu_n, np.full(pi.size - 1 - n_adm, mu_max[i])])[: pi.size] * out_tok
+        thr[i] = float((pi * g_d).sum())  # Eq. 8: T = Σ π_s G_d(s)
+        # Little's law on the waiting room, scaled from exponential to the real service variability (P–K).
+        wait[i] = float((pi * queue).sum()) / lam * (1.0 + scv) / 2.0 if lam > 0 else 0.0
+    form = np.where(inp.static_batching & (rho < 1.0), (inp.batch - 1.0) / (2.0 * max(lam, 1e-300)), 0.0)
+    if opts.ttft_from == "batch_start":
+        ttft = prefill_lat
+    else:
+        ttft = wait + form + prefill_lat
+    ttft = np.where(inp.feasible, ttft, np.inf)
+    util = demand * x[:, None]
+    return dict(
+        throughput_tok_s=thr,
+        ttft_mean_s=ttft,
+        tpot_mean_s=tpot,
+        capacity_tok_s=cap_tok,
+        mu_max_req_s=mu_max,
+        rho=rho,
+        x_mva=x_mva,
+        x_hbm=x_hbm,
+        prefill_latency_s=prefill_lat,
+        wait_s=wait,
+        utilisation=util,
+        pre_load=pre_load,
+        dec_load=dec_load,
+        pi=pis,
+    )
+
+
+def _occupancy_closed(lam: float, mu_n: np.ndarray, n_adm: int) -> tuple[np.ndarray, int]:
+    """Product-form twin of :func:`markov.occupancy_chain` (same truncation)."""
+    mu_max = float(mu_n[-1])
+    rho = lam / mu_max
+    extra = int(min(20000, np.ceil(np.log(1e-9) / np.log(max(min(rho, 0.999999), 1e-12))))) if rho > 0 else 1
+    k = n_adm + max(extra, 1)
+    death = np.concatenate([mu_n, np.full(k - n_adm, mu_max)])[:k]
+    return markov.birth_death_stationary_closed(np.full(k, lam), death), k
+
+
+def _interp_curve(curve: np.ndarray, m: np.ndarray) -> np.ndarray:
+    m_max = curve.shape[-1]
+    m = np.clip(np.asarray(m, dtype=np.float64), 1.0, m_max)
+    lo = np.floor(m).astype(np.int64)
+    hi = np.minimum(lo + 1, m_max)
+    w = m - lo
+    a = np.take_along_axis(curve, (lo - 1)[..., None], -1)[..., 0]
+    b = np.take_along_axis(curve, (hi - 1)[..., None], -1)[..., 0]
+    return a + w * (b - a)
+
+
+def _service_scv(prep: Prepared) -> float:
+    """Squared coefficient of variation of a request's work (prompt tokens + decode steps, equally weighted by
+    their share of the mean): the variability the P–K factor needs."""
+    st = prep.stats
+    work = st.prompt_tok / max(st.prompt_mean_tok, 1e-9) + st.steps / max(st.decode_steps_mean, 1e-9)
+    mu = work.mean()
+    return float(work.var() / mu**2) if mu > 0 else 0.0
+
+
+def _bottleneck(res: dict, inp: DesignInputs, i: int) -> str:
+    if not inp.feasible[i]:
+        return "infeasible"
+    if res["rho"][i] < 1.0:
+        return "arrivals"
+    if res["x_hbm"][i] < res["x_mva"][i]:
+        return "hbm"
+    if inp.mem_limited[i] and inp.batches[i] < np.count_nonzero(inp.type_id[i] >= 0):
+        return "memory_capacity"
+    u = res["utilisation"][i]
+    k = int(np.argmax(u))
+    t = int(inp.type_id[i, k])
+    return f"compute:{inp.type_names[t]}" if t >= 0 else "compute"
+
+
+def estimate(design, model, workload, *, options: EstimatorOptions | None = None) -> Estimate:
+    """Estimate throughput, TTFT and TPOT of one design serving ``workload`` with ``model`` (HYDRA §V).
+
+    Args:
+        design: A ``hydra_opt.system.design.DesignPoint``.
+        model: A ``hydra_opt.workload.models.Model``.
+        workload: A ``hydra_opt.workload.workload.Workload``.
+        options: :class:`EstimatorOptions`.
+    """
+    opts = options or EstimatorOptions()
+    prep = prepare(model, workload, options=opts)
+    inp = design_inputs(design, prep, opts)
+    res = solve(inp, prep, opts, sparse=True)
+    return _to_estimate(res, inp, prep, 0)
+
+
+def _to_estimate(res: dict, inp: DesignInputs, prep: Prepared, i: int) -> Estimate:
+    pi = res["pi"][i]
+    diag = dict(
+        pi=None if pi is None else np.round(pi[: min(pi.size, 256)], 12),
+        pi_states=0 if pi is None else int(pi.size),
+        rho=float(res["rho"][i]),
+        mu_max_req_s=float(res["mu_max_req_s"][i]),
+        cycles_per_s_pipeline=float(res["x_mva"][i]),
+        cycles_per_s_hbm_cap=float(res["x_hbm"][i]),
+        batches_in_flight=float(inp.batches[i]),
+        prefill_latency_s=float(res["prefill_latency_s"][i]),
+        queue_wait_s=float(res["wait_s"][i]),
+        arrival_per_s=prep.arrival_per_s,
+        window_s=list(prep.window_s),
+        max_utilisation=float(res["utilisation"][i].max()) if res["utilisation"][i].size else 0.0,
+    )
+    return Estimate(
+        throughput_tok_s=float(res["throughput_tok_s"][i]),
+        ttft_mean_s=float(res["ttft_mean_s"][i]),
+        tpot_mean_s=float(res["tpot_mean_s"][i]),
+        capacity_tok_s=float(res["capacity_tok_s"][i]),
+        bottleneck=_bottleneck(res, inp, i),
+        diagnostics=diag,
+    )

@@ -1,0 +1,150 @@
+"""The Markov (CTMC) and fluid parts of the estimator (HYDRA §V-A, §V-C, §V-D).
+
+Two state spaces are used, each where it is the dominant runtime dynamic:
+
+* **Occupancy chain** (:func:`occupancy_chain`): the state ``n`` is the number of requests in the system (waiting
+  + admitted). Requests arrive at rate λ; with ``n`` present, ``min(n, N)`` are admitted (``N`` = concurrency the
+  batch cap and the memory allow) and complete at the state-dependent rate ``μ(n)`` that the service capacities
+  give (a partly filled pipeline serves fewer tokens per second than a full one — the batching dynamic). The
+  stationary distribution π comes from a sparse linear solve (``scipy.sparse.linalg.spsolve``) of ``πQ = 0,
+  Σπ = 1``; throughput is ``T = Σ_n π_n·G_d(n)`` (Eq. 8) and the queue length gives the waiting time by Little's
+  law, corrected from the exponential to the actual service variability (Pollaczek–Khinchine factor
+  ``(1 + C_s²)/2``, exact for M/G/1).
+* **Allocation chain** (:func:`allocation_chain`): under elastic scheduling with cross-phase lending, the state is
+  the number of each family's chiplets assigned to prefill (product over families for hybrids, §V-D); the chain
+  moves one chiplet toward the phase whose backlog drains slower, at the rate at which that phase's work arrives.
+
+When the offered load exceeds the capacity (ρ ≥ 1, e.g. the paper's 100 req/s preset) no stationary distribution
+exists; the **fluid model** (:func:`fluid_wait`) then gives the backlog's linear growth over the measurement
+window and the mean waiting time of the requests that get their first token inside it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+__all__ = [
+    "stationary",
+    "birth_death_stationary",
+    "birth_death_stationary_closed",
+    "occupancy_chain",
+    "allocation_chain",
+    "fluid_wait",
+    "md1_wait",
+]
+
+
+def stationary(q: sp.spmatrix) -> np.ndarray:
+    """Stationary distribution of an irreducible CTMC generator ``q`` (rows sum to 0) by a sparse solve.
+
+    One balance equation is replaced by the normalisation ``Σπ = 1``.
+    """
+    n = q.shape[0]
+    if n == 1:
+        return np.ones(1)
+    a = sp.csr_matrix(q.T, dtype=np.float64).tolil()
+    a[n - 1, :] = np.ones(n)
+    b = np.zeros(n)
+    b[n - 1] = 1.0
+    pi = spla.spsolve(a.tocsc(), b)
+    pi = np.maximum(np.asarray(pi, dtype=np.float64), 0.0)
+    return pi / pi.sum()
+
+
+def birth_death_stationary(birth: np.ndarray, death: np.ndarray) -> np.ndarray:
+    """π of a birth–death chain on ``0..K`` from its generator (sparse solve).
+
+    Args:
+        birth: ``(K,)`` rate from state ``n`` to ``n+1``.
+        death: ``(K,)`` rate from state ``n+1`` to ``n``.
+    """
+    b = np.asarray(birth, dtype=np.float64)
+    d = np.asarray(death, dtype=np.float64)
+    k = b.size
+    diag = np.zeros(k + 1)
+    diag[:-1] -= b
+    diag[1:] -= d
+    q = sp.diags([b, diag, d], [1, 0, -1], shape=(k + 1, k + 1), format="csr")
+    return stationary(q)
+
+
+def birth_death_stationary_closed(birth: np.ndarray, death: np.ndarray) -> np.ndarray:
+    """Same π by the product form ``π_n ∝ Π_{i<n} b_i/d_i``, numpy over a leading axis (vectorised path).
+
+    Args:
+        birth: ``(..., K)``.
+        death: ``(..., K)``.
+    """
+    b = np.asarray(birth, dtype=np.float64)
+    d = np.asarray(death, dtype=np.float64)
+    logr = np.log(np.maximum(b, 1e-300)) - np.log(np.maximum(d, 1e-300))
+    logp = np.concatenate([np.zeros(b.shape[:-1] + (1,)), np.cumsum(logr, axis=-1)], axis=-1)
+    logp -= logp.max(axis=-1, keepdims=True)
+    p = np.exp(logp)
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+def occupancy_chain(arrival_per_s: float, service_per_s: np.ndarray, n_admit: int) -> tuple[np.ndarray, int]:
+    """States, rates and π of the occupancy chain.
+
+    Args:
+        arrival_per_s: λ, requests/s.
+        service_per_s: ``(N,)`` completion rate μ(n) with ``n = 1..N`` requests admitted, requests/s.
+        n_admit: N, the concurrency cap; states above N have N admitted and the rest waiting.
+
+    Returns:
+        ``pi`` over ``0..K`` and ``K`` (the truncation: deep enough that the tail mass is negligible, ρ < 1).
+    """
+    mu = np.asarray(service_per_s, dtype=np.float64)
+    mu_max = float(mu[-1])
+    rho = arrival_per_s / mu_max
+    # Geometric tail beyond N with ratio ρ: keep states until ρ^j < 1e-9.
+    extra = int(min(20000, np.ceil(np.log(1e-9) / np.log(max(min(rho, 0.999999), 1e-12))))) if rho > 0 else 1
+    k = n_admit + max(extra, 1)
+    death = np.concatenate([mu, np.full(k - n_admit, mu_max)])[:k]
+    birth = np.full(k, arrival_per_s)
+    return birth_death_stationary(birth, death), k
+
+
+def allocation_chain(demand: np.ndarray, capacity_gap: np.ndarray) -> np.ndarray:
+    """π over the allocation states of one family (§V-A): ``s`` = chiplets assigned to prefill, ``0..n``.
+
+    The elastic scheduler moves a chiplet toward prefill when prefill work piles up faster than it drains and back
+    when decode does. With ``capacity_gap[s]`` = (prefill backlog growth) − (decode backlog growth) in state ``s``
+    (positive: prefill is the slower phase, so lend one more chiplet to prefill), the chain moves up at rate
+    ``max(gap, 0)`` and down at rate ``max(−gap, 0)`` (plus a small symmetric jitter ``demand`` so the chain is
+    irreducible), which concentrates π where the two phases drain equally fast.
+
+    Args:
+        demand: Scalar jitter rate (1/s), e.g. the request arrival rate.
+        capacity_gap: ``(n+1,)`` signed gap per state.
+    """
+    g = np.asarray(capacity_gap, dtype=np.float64)
+    eps = float(np.asarray(demand)) * 1e-3 + 1e-9
+    up = np.maximum(g[:-1], 0.0) + eps
+    down = np.maximum(-g[1:], 0.0) + eps
+    return birth_death_stationary(up, down)
+
+
+def fluid_wait(arrival_per_s, service_per_s, window_start_s, window_end_s):
+    """Mean queueing delay of requests whose service starts in ``[start, end]`` when λ > μ (fluid, FCFS).
+
+    With a backlog growing at ``λ − μ`` from t = 0, the request that starts service at ``t`` arrived at
+    ``t·μ/λ`` and waited ``t·(1 − μ/λ)``; the mean over the window is that at its midpoint. Zero when λ ≤ μ.
+    Numpy-broadcasting.
+    """
+    lam = np.asarray(arrival_per_s, dtype=np.float64)
+    mu = np.asarray(service_per_s, dtype=np.float64)
+    frac = np.clip(1.0 - mu / np.maximum(lam, 1e-300), 0.0, 1.0)
+    return frac * 0.5 * (window_start_s + window_end_s)
+
+
+def md1_wait(arrival_per_s, service_s):
+    """Pollaczek–Khinchine mean wait of M/D/1: ``ρ·s / (2(1 − ρ))`` (inf when ρ ≥ 1)."""
+    lam = np.asarray(arrival_per_s, dtype=np.float64)
+    s = np.asarray(service_s, dtype=np.float64)
+    rho = lam * s
+    with np.errstate(divide="ignore"):
+        return np.where(rho < 1.0, rho * s / (2.0 * (1.0 - rho)), np.inf)
