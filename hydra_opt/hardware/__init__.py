@@ -2,4 +2,24 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from hydra_opt.hardware.area import AreaBreakdown, Composition, compose, composition_area, package_area_mm2
+from hydra_opt.hardware.chiplets import ChipletLibrary, ChipletSpec, register_chiplet_provider
+from hydra_opt.hardware.memory import get_memory, list_memories
+from hydra_opt.hardware.types import FAMILIES, PHASES, ChipletType, MemoryType
+
+__all__: list[str] = [
+    "AreaBreakdown",
+    "ChipletLibrary",
+    "ChipletSpec",
+    "ChipletType",
+    "Composition",
+    "FAMILIES",
+    "MemoryType",
+    "PHASES",
+    "compose",
+    "composition_area",
+    "get_memory",
+    "list_memories",
+    "package_area_mm2",
+    "register_chiplet_provider",
+]

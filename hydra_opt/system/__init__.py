@@ -2,4 +2,21 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from hydra_opt.system.design import DesignPoint, DynaCoreSettings, load_design, save_design
+from hydra_opt.system.feasibility import feasibility
+from hydra_opt.system.package import Package
+from hydra_opt.system.space import DesignSpace, llama3_space, mamba2_space, nemotron_h_space, paper_space
+
+__all__: list[str] = [
+    "DesignPoint",
+    "DesignSpace",
+    "DynaCoreSettings",
+    "Package",
+    "feasibility",
+    "llama3_space",
+    "load_design",
+    "mamba2_space",
+    "nemotron_h_space",
+    "paper_space",
+    "save_design",
+]

@@ -1,0 +1,396 @@
+"""A design point: model-independent hardware + runtime policy (+ optional DynaCore settings), and its YAML form.
+
+HYDRA's design point (METHODS 2a) is the 7-tuple (batch size, #HBM, #M_p, #M_d, #A_p, #A_d, NoI bandwidth). Here the
+chiplet counts are a sorted tuple of (library name, count) pairs so any chiplet of the library (or the DynaCore
+hook) can appear, and the runtime policies (placement, batching, task scheduler, precision) and the package
+(grid, slot area) are explicit.
+
+YAML form (``kind: design``; every key but ``chiplets`` and ``n_mem`` is optional)::
+
+    kind: design
+    name: nemo-arxiv-bstar
+    chiplets: {marca_p: 5, marca_d: 11, tscs_p: 1, tscs_d: 1}
+    memory: hbm3
+    n_mem: 6
+    d2d_bw_gbps: 384
+    max_batch: 2
+    placement: cp          # cp | rr | random
+    batching: static       # static | continuous
+    scheduler: static      # static | fcfs | worksteal | elastic
+    precision: int8
+    package: {grid_w: 6, grid_h: 4, slot_area_mm2: 144}
+    dynacore: {core_size: 32, meu_policy: adaptive, prefill_precision: w8a8, decode_precision: w4a16}
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hydra_opt.config import ConfigError, Node, load_yaml
+from hydra_opt.system.package import Package
+
+__all__ = [
+    "DesignPoint",
+    "DynaCoreSettings",
+    "PLACEMENTS",
+    "BATCHINGS",
+    "SCHEDULERS",
+    "MEU_POLICIES",
+    "FALLBACK_PRECISIONS",
+    "MAX_BATCH_LIMIT",
+    "load_design",
+    "save_design",
+    "validate_design_file",
+    "known_precisions",
+]
+
+PLACEMENTS: tuple[str, ...] = ("cp", "rr", "random")
+BATCHINGS: tuple[str, ...] = ("static", "continuous")
+SCHEDULERS: tuple[str, ...] = ("static", "fcfs", "worksteal", "elastic")
+MEU_POLICIES: tuple[str, ...] = ("adaptive", "fixed")
+#: Precision names of the architecture contract, used only until ``hydra_opt.workload.precision`` exists.
+FALLBACK_PRECISIONS: tuple[str, ...] = ("fp16", "bf16", "int8", "fp8", "w8a8", "w4a16", "w4a8")
+#: Largest accepted max batch (a larger value is likelier a typo than intent).
+MAX_BATCH_LIMIT = 1 << 20
+_MAX_COUNT = 4096
+_MAX_GRID = 64
+
+
+def known_precisions() -> tuple[str, ...] | None:
+    """Precision names from ``hydra_opt.workload.precision`` when it offers a listing, else ``None``."""
+    try:
+        from hydra_opt.workload import precision as _p  # lower layer; may not exist yet
+    except ImportError:
+        return None
+    for attr in ("list_precisions", "PRECISIONS", "PRECISION_NAMES"):
+        obj = getattr(_p, attr, None)
+        if callable(obj):
+            obj = obj()
+        if isinstance(obj, Mapping):
+            return tuple(obj)
+        if isinstance(obj, (tuple, list, frozenset, set)):
+            return tuple(str(x) if isinstance(x, str) else getattr(x, "name", str(x)) for x in obj)
+    return None
+
+
+def _check_precision(value: str, *, file: str | None, key: str) -> None:
+    try:
+        from hydra_opt.workload.precision import get_precision
+    except ImportError:
+        if value not in FALLBACK_PRECISIONS:
+            raise ConfigError(
+                f"is not a precision; allowed: {', '.join(FALLBACK_PRECISIONS)}", file=file, key=key, value=value
+            ) from None
+        return
+    try:
+        get_precision(value)
+    except Exception:  # noqa: BLE001 - any failure of the lookup means "unknown name"
+        names = known_precisions() or FALLBACK_PRECISIONS
+        raise ConfigError(f"is not a precision; allowed: {', '.join(names)}", file=file, key=key, value=value) from None
+
+
+@dataclass(frozen=True)
+class DynaCoreSettings:
+    """DynaCore settings of a design (semantics owned by ``hydra_opt.hardware.dynacore``; validated loosely here).
+
+    Attributes:
+        core_size: Side S of the S x S splittable systolic array.
+        meu_policy: ``"adaptive"`` (shape chosen per batch) or ``"fixed"`` (``meu_shape`` always).
+        meu_shape: (m, n, t) split used when ``meu_policy == "fixed"``; ``None`` otherwise.
+        prefill_precision: Precision name used for prefill (DynaCore's disaggregated quantization).
+        decode_precision: Precision name used for decode.
+    """
+
+    core_size: int = 32
+    meu_policy: str = "adaptive"
+    meu_shape: tuple[int, int, int] | None = None
+    prefill_precision: str = "w8a8"
+    decode_precision: str = "w4a16"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.core_size, bool) or not isinstance(self.core_size, int) or not 1 <= self.core_size <= 4096:
+            raise ConfigError("must be an integer in 1..4096", key="dynacore.core_size", value=self.core_size)
+        if self.meu_policy not in MEU_POLICIES:
+            raise ConfigError(f"is not one of: {', '.join(MEU_POLICIES)}", key="dynacore.meu_policy", value=self.meu_policy)
+        if self.meu_shape is not None:
+            shape = tuple(self.meu_shape)
+            if len(shape) != 3 or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in shape):
+                raise ConfigError("must be three positive integers (m, n, t)", key="dynacore.meu_shape", value=self.meu_shape)
+            object.__setattr__(self, "meu_shape", shape)
+        if self.meu_policy == "fixed" and self.meu_shape is None:
+            raise ConfigError("is required when meu_policy is fixed", key="dynacore.meu_shape")
+        if self.meu_policy == "adaptive" and self.meu_shape is not None:
+            raise ConfigError("must be omitted when meu_policy is adaptive", key="dynacore.meu_shape", value=list(self.meu_shape))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-YAML form."""
+        d: dict[str, Any] = {"core_size": self.core_size, "meu_policy": self.meu_policy}
+        if self.meu_shape is not None:
+            d["meu_shape"] = list(self.meu_shape)
+        d["prefill_precision"] = self.prefill_precision
+        d["decode_precision"] = self.decode_precision
+        return d
+
+
+def _normalize_counts(counts: Any) -> tuple[tuple[str, int], ...]:
+    items = counts.items() if isinstance(counts, Mapping) else counts
+    out: dict[str, int] = {}
+    for pair in items:
+        name, n = pair
+        if not isinstance(name, str) or not name:
+            raise ConfigError("chiplet names must be non-empty strings", key="chiplets", value=name)
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise ConfigError("is not an integer", key=f"chiplets.{name}", value=n)
+        if n < 0:
+            raise ConfigError("must be >= 0", key=f"chiplets.{name}", value=n)
+        if name in out:
+            raise ConfigError("is listed twice", key=f"chiplets.{name}")
+        if n:
+            out[name] = n
+    return tuple(sorted(out.items()))
+
+
+def _num(v: float) -> float | int:
+    """An integral float as int (tidy YAML); other values unchanged."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+@dataclass(frozen=True)
+class DesignPoint:
+    """One point of the design space (frozen, hashable).
+
+    Attributes:
+        counts: Compute chiplets as sorted (name, count) pairs; zero counts are dropped. A mapping is accepted.
+        memory: Memory chiplet name (``hbm3``, ``hbm3e``, ``gddr7``).
+        n_mem: Number of memory chiplets (all on the outer ring).
+        d2d_bw_gbps: Per-link NoI (die-to-die) bandwidth, GB/s.
+        max_batch: Maximum requests per batch (static batching uses exactly this many).
+        placement: ``cp`` (communication-aware, HYDRA Sec. IV-A), ``rr`` (round robin) or ``random``.
+        batching: ``static`` or ``continuous``.
+        scheduler: Task scheduler: ``static``, ``fcfs``, ``worksteal`` or ``elastic`` (HYDRA "ET").
+        precision: Precision name (``hydra_opt.workload.precision``); HYDRA's setting is ``int8``.
+        dynacore: DynaCore settings, or ``None``.
+        grid_w, grid_h: Package grid (slots).
+        slot_area_mm2: Die-area budget of a slot, mm².
+        name: Optional label (not part of the hardware).
+    """
+
+    counts: tuple[tuple[str, int], ...]
+    memory: str = "hbm3"
+    n_mem: int = 0
+    d2d_bw_gbps: float = 256.0
+    max_batch: int = 16
+    placement: str = "cp"
+    batching: str = "static"
+    scheduler: str = "static"
+    precision: str = "int8"
+    dynacore: DynaCoreSettings | None = None
+    grid_w: int = 6
+    grid_h: int = 4
+    slot_area_mm2: float = 144.0
+    name: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "counts", _normalize_counts(self.counts))
+        for key, value, lo, hi in (
+            ("n_mem", self.n_mem, 0, _MAX_COUNT),
+            ("max_batch", self.max_batch, 1, MAX_BATCH_LIMIT),
+            ("package.grid_w", self.grid_w, 1, _MAX_GRID),
+            ("package.grid_h", self.grid_h, 1, _MAX_GRID),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError("is not an integer", key=key, value=value)
+            if not lo <= value <= hi:
+                raise ConfigError(f"must be in {lo}..{hi}", key=key, value=value)
+        for key, value in (("d2d_bw_gbps", self.d2d_bw_gbps), ("package.slot_area_mm2", self.slot_area_mm2)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigError("is not a positive number", key=key, value=value)
+        object.__setattr__(self, "d2d_bw_gbps", float(self.d2d_bw_gbps))
+        object.__setattr__(self, "slot_area_mm2", float(self.slot_area_mm2))
+        for key, value, choices in (
+            ("placement", self.placement, PLACEMENTS),
+            ("batching", self.batching, BATCHINGS),
+            ("scheduler", self.scheduler, SCHEDULERS),
+        ):
+            if value not in choices:
+                raise ConfigError(f"is not one of: {', '.join(choices)}", key=key, value=value)
+        if self.dynacore is not None and not isinstance(self.dynacore, DynaCoreSettings):
+            raise ConfigError("must be DynaCoreSettings or None", key="dynacore", value=self.dynacore)
+
+    # -- accessors ----------------------------------------------------------------------------------------------
+    def count(self, name: str) -> int:
+        """Number of chiplets of type ``name`` (0 when absent)."""
+        for k, v in self.counts:
+            if k == name:
+                return v
+        return 0
+
+    @property
+    def chiplet_names(self) -> tuple[str, ...]:
+        """Compute chiplet types present, sorted."""
+        return tuple(k for k, _ in self.counts)
+
+    @property
+    def n_compute(self) -> int:
+        """Total compute chiplets."""
+        return sum(v for _, v in self.counts)
+
+    @property
+    def n_chiplets(self) -> int:
+        """Compute + memory chiplets."""
+        return self.n_compute + self.n_mem
+
+    @property
+    def package(self) -> Package:
+        """The package grid."""
+        return Package(self.grid_w, self.grid_h, self.slot_area_mm2)
+
+    def replace(self, **changes: Any) -> DesignPoint:
+        """A copy with fields changed (``counts`` may be a mapping)."""
+        return replace(self, **changes)
+
+    # -- YAML -----------------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for YAML/JSON; :meth:`from_dict` inverts it exactly."""
+        d: dict[str, Any] = {"kind": "design"}
+        if self.name:
+            d["name"] = self.name
+        d.update(
+            chiplets=dict(self.counts),
+            memory=self.memory,
+            n_mem=self.n_mem,
+            d2d_bw_gbps=_num(self.d2d_bw_gbps),
+            max_batch=self.max_batch,
+            placement=self.placement,
+            batching=self.batching,
+            scheduler=self.scheduler,
+            precision=self.precision,
+            package={"grid_w": self.grid_w, "grid_h": self.grid_h, "slot_area_mm2": _num(self.slot_area_mm2)},
+        )
+        if self.dynacore is not None:
+            d["dynacore"] = self.dynacore.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Any, *, file: str = "<design>", key: str = "") -> DesignPoint:
+        """Validate plain data (e.g. parsed YAML) into a design; mistakes raise a located :class:`ConfigError`."""
+        return _from_node(Node(data, file=file, key=key))
+
+
+def _from_node(root: Node) -> DesignPoint:
+    from hydra_opt.hardware.chiplets import ChipletLibrary  # lower layer
+    from hydra_opt.hardware.memory import list_memories
+
+    root.mapping()
+    if root.has("kind"):
+        root.get("kind").str(choices=("design",))
+    name = root.get("name", "").str(max_len=200)
+    allowed_chiplets = ChipletLibrary.default().names()
+    counts: dict[str, int] = {}
+    chip_node = root.get("chiplets").mapping()
+    for cname, child in chip_node.items():
+        if cname not in allowed_chiplets:
+            raise child.error(f"is not a known chiplet; allowed: {', '.join(allowed_chiplets)}", value=cname)
+        counts[cname] = child.int(minimum=0, maximum=_MAX_COUNT)
+    memories = list_memories()
+    memory = root.get("memory", "hbm3").str(choices=memories)
+    n_mem = root.get("n_mem").int(minimum=0, maximum=_MAX_COUNT)
+    bw = root.get("d2d_bw_gbps", 256).number(positive=True, maximum=1e6)
+    max_batch = root.get("max_batch", 16).int(minimum=1, maximum=MAX_BATCH_LIMIT)
+    placement = root.get("placement", "cp").str(choices=PLACEMENTS)
+    batching = root.get("batching", "static").str(choices=BATCHINGS)
+    scheduler = root.get("scheduler", "static").str(choices=SCHEDULERS)
+    prec_node = root.get("precision", "int8")
+    precision = prec_node.str(max_len=64)
+    _check_precision(precision, file=root.file, key=prec_node.key)
+    grid_w, grid_h, slot = 6, 4, 144.0
+    if root.has("package"):
+        pkg = root.get("package").mapping()
+        grid_w = pkg.get("grid_w", 6).int(minimum=1, maximum=_MAX_GRID)
+        grid_h = pkg.get("grid_h", 4).int(minimum=1, maximum=_MAX_GRID)
+        slot = pkg.get("slot_area_mm2", 144.0).number(positive=True, maximum=1e5)
+        pkg.done()
+    dyn = None
+    if root.has("dynacore") and root.data.get("dynacore") is not None:
+        dyn = _dynacore(root.get("dynacore"))
+    root.done()
+    try:
+        return DesignPoint(
+            counts=counts,
+            memory=memory,
+            n_mem=n_mem,
+            d2d_bw_gbps=bw,
+            max_batch=max_batch,
+            placement=placement,
+            batching=batching,
+            scheduler=scheduler,
+            precision=precision,
+            dynacore=dyn,
+            grid_w=grid_w,
+            grid_h=grid_h,
+            slot_area_mm2=slot,
+            name=name,
+        )
+    except ConfigError as exc:
+        raise exc.located(file=root.file, prefix=root.key or None) from None
+
+
+def _dynacore(n: Node) -> DynaCoreSettings:
+    n.mapping()
+    core_size = n.get("core_size", 32).int(minimum=1, maximum=4096)
+    policy = n.get("meu_policy", "adaptive").str(choices=MEU_POLICIES)
+    shape = None
+    if n.has("meu_shape") and n.data.get("meu_shape") is not None:
+        items = n.get("meu_shape").list(min_len=3, max_len=3)
+        shape = tuple(i.int(minimum=1, maximum=1 << 20) for i in items)
+    pre_node = n.get("prefill_precision", "w8a8")
+    dec_node = n.get("decode_precision", "w4a16")
+    pre = pre_node.str(max_len=64)
+    dec = dec_node.str(max_len=64)
+    _check_precision(pre, file=n.file, key=pre_node.key)
+    _check_precision(dec, file=n.file, key=dec_node.key)
+    n.done()
+    try:
+        return DynaCoreSettings(core_size, policy, shape, pre, dec)
+    except ConfigError as exc:
+        raise ConfigError(exc.problem, file=n.file, key=exc.key, value=exc.value, show_value=exc.show_value) from None
+
+
+def load_design(path: str | os.PathLike[str]) -> DesignPoint:
+    """Read a design YAML file."""
+    return _from_node(load_yaml(path))
+
+
+def save_design(design: DesignPoint, path: str | os.PathLike[str], *, header: str = "") -> None:
+    """Write ``design`` as YAML (``header`` lines are written as ``#`` comments first)."""
+    text = yaml.safe_dump(design.to_dict(), sort_keys=False, default_flow_style=None)
+    comments = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    Path(path).write_text(comments + text, encoding="utf-8")
+
+
+def validate_design_file(path: str | os.PathLike[str]) -> DesignPoint:
+    """The ``validate`` command for ``kind: design``: parse, then refuse a physically infeasible package.
+
+    Only model-independent checks run here (slots, ring, areas); model-dependent ones need a model
+    (:func:`hydra_opt.system.feasibility.feasibility`).
+    """
+    from hydra_opt.system.feasibility import feasibility_issues
+
+    design = load_design(path)
+    issues = feasibility_issues(design)
+    if issues:
+        first = issues[0]
+        raise ConfigError(first.message, file=str(path), key=first.key)
+    return design
+
+
+def designs_from(items: Iterable[Mapping[str, Any]], *, file: str = "<designs>") -> list[DesignPoint]:
+    """Validate a list of design mappings (e.g. a study's ``designs:`` list), locating errors by index."""
+    return [DesignPoint.from_dict(d, file=file, key=f"[{i}]") for i, d in enumerate(items)]
