@@ -1,5 +1,110 @@
-"""hardware/dynacore layer."""
+"""DynaCore: shape-adaptive output-stationary cores, their baselines and per-batch configuration search.
+
+See ``docs/dynacore.md``. Layers: :mod:`.precision` (datapaths, policies, accuracy cost), :mod:`.energy`
+(28 nm constants), :mod:`.core` (MEUs, cycle/traffic model), :mod:`.packing` (pyramid packing), :mod:`.search`
+(Alg. 1 + lookup table), :mod:`.architectures` (DynaCore and baselines), :mod:`.model_cost` (model-level
+prefill/decode), :mod:`.chiplet` (the HYDRA chiplet form).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from hydra_opt.hardware.dynacore.architectures import (
+    ARCHITECTURES,
+    FIG11_ARCHITECTURES,
+    bitfusion,
+    dynacore,
+    figlut,
+    get_architecture,
+    planaria,
+    sara,
+    simd,
+    systolic,
+)
+from hydra_opt.hardware.dynacore.chiplet import (
+    DynaCoreSettings,
+    cores_for_area,
+    dynacore_block_cost,
+    dynacore_block_time,
+    dynacore_chiplet,
+    resolve_settings,
+    settings_architecture,
+)
+from hydra_opt.hardware.dynacore.core import (
+    MEU,
+    TABLE2_DEVICE,
+    Architecture,
+    Device,
+    GemmCost,
+    Mode,
+    Part,
+    gemm_cost,
+    part_cost,
+    reachable_meus,
+    spatial_shapes,
+)
+from hydra_opt.hardware.dynacore.energy import DEFAULT_ENERGY, EnergyModel
+from hydra_opt.hardware.dynacore.model_cost import StepCost, decode_step, gemm_list_cost, pass_cost, prefill, saturation_batch
+from hydra_opt.hardware.dynacore.packing import pyramid_pack, pyramid_shapes
+from hydra_opt.hardware.dynacore.precision import (
+    ACCURACY_DROP_PCT,
+    DATAPATHS,
+    POLICIES,
+    Datapath,
+    PrecisionPolicy,
+    accuracy_drop_pct,
+    get_datapath,
+    get_policy,
+)
+from hydra_opt.hardware.dynacore.search import DEFAULT_LAMBDA_S_PER_J, ConfigTable, search_gemm
+
+__all__ = [
+    "ARCHITECTURES",
+    "FIG11_ARCHITECTURES",
+    "bitfusion",
+    "dynacore",
+    "figlut",
+    "get_architecture",
+    "planaria",
+    "sara",
+    "simd",
+    "systolic",
+    "DynaCoreSettings",
+    "cores_for_area",
+    "dynacore_block_cost",
+    "dynacore_block_time",
+    "dynacore_chiplet",
+    "resolve_settings",
+    "settings_architecture",
+    "MEU",
+    "TABLE2_DEVICE",
+    "Architecture",
+    "Device",
+    "GemmCost",
+    "Mode",
+    "Part",
+    "gemm_cost",
+    "part_cost",
+    "reachable_meus",
+    "spatial_shapes",
+    "DEFAULT_ENERGY",
+    "EnergyModel",
+    "StepCost",
+    "decode_step",
+    "gemm_list_cost",
+    "pass_cost",
+    "prefill",
+    "saturation_batch",
+    "pyramid_pack",
+    "pyramid_shapes",
+    "ACCURACY_DROP_PCT",
+    "DATAPATHS",
+    "POLICIES",
+    "Datapath",
+    "PrecisionPolicy",
+    "accuracy_drop_pct",
+    "get_datapath",
+    "get_policy",
+    "DEFAULT_LAMBDA_S_PER_J",
+    "ConfigTable",
+    "search_gemm",
+]
