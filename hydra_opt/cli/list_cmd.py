@@ -1,0 +1,98 @@
+"""``python -m hydra_opt list models|workloads|profiles|chiplets|memories`` — what ships with hydra_opt."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+__all__ = ["register", "run"]
+
+WHAT = ("models", "workloads", "profiles", "chiplets", "memories")
+
+
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``list`` subcommand."""
+    p = sub.add_parser("list", help="list the shipped models, workloads, chiplets and memories")
+    p.add_argument("what", choices=WHAT, nargs="?", default="models", help="what to list (default: models)")
+    p.add_argument("--sources", action="store_true", help="print every source line, not just the first")
+    return p
+
+
+def _short(text: str, width: int = 90) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _models(all_sources: bool) -> None:
+    from hydra_opt.workload.models import load_model, list_models
+
+    print(f"{'name':<15} {'params':>11} {'blocks':>7} {'attn':>5} {'mamba':>6} {'KV/token bf16':>14} "
+          f"{'state/seq bf16':>15}  family      source")
+    for name in list_models():
+        m = load_model(name)
+        n_att = m.families.count("attention")
+        print(
+            f"{name:<15} {m.param_count / 1e9:>9.3f} B {m.n_blocks:>7} {n_att:>5} {m.n_blocks - n_att:>6} "
+            f"{m.kv_bytes_per_token('bf16') / 1024:>11.1f} KiB {m.state_bytes_per_seq('bf16') / 2**20:>11.2f} MiB"
+            f"  {m.family:<11} {m.source[0] if all_sources else _short(m.source[0])}"
+        )
+        if all_sources:
+            for s in m.source[1:]:
+                print(f"{'':<98}{s}")
+    print("variants: llama-3-8b@hydra, mamba2-2.7b@hydra, nemotron-h-4b@hydra (HYDRA artifact shapes; docs/workload.md)")
+
+
+def _workloads(all_sources: bool) -> None:
+    from hydra_opt.workload.profiles import LengthProfile
+    from hydra_opt.workload.workload import list_workloads, load_workload
+
+    for name in list_workloads():
+        w = load_workload(name)
+        print(w.describe())
+        if isinstance(w.lengths, LengthProfile):
+            print(f"    source: {w.lengths.source if all_sources else _short(w.lengths.source, 110)}")
+
+
+def _profiles(all_sources: bool) -> None:
+    from hydra_opt.workload.profiles import list_profiles, load_profile
+
+    print(f"{'name':<14} {'rows':>6} {'prompt median':>14} {'prompt max':>11} {'output median':>14} "
+          f"{'output max':>11} {'rate':>10}  source")
+    for name in list_profiles():
+        p = load_profile(name)
+        mid = len(p.prompt_quantiles) // 2
+        rate = f"{p.mean_rate_per_s:.2f} req/s" if p.mean_rate_per_s else "-"
+        print(
+            f"{name:<14} {p.rows:>6} {p.prompt_quantiles[mid]:>8.0f} tok {p.prompt_quantiles[-1]:>7.0f} tok "
+            f"{p.output_quantiles[mid]:>8.0f} tok {p.output_quantiles[-1]:>7.0f} tok {rate:>10}  "
+            f"{p.source if all_sources else _short(p.source, 70)}"
+        )
+
+
+def _hardware(kind: str) -> None:
+    """Chiplets/memories belong to the hardware layer; listed when that layer is present in this build."""
+    try:
+        if kind == "chiplets":
+            lib = importlib.import_module("hydra_opt.hardware.chiplets").ChipletLibrary.default()
+            for name in lib.names():
+                print(name)
+        else:
+            mem = importlib.import_module("hydra_opt.hardware.memory")
+            names = getattr(mem, "MEMORY_NAMES", ("hbm3", "hbm3e", "gddr7"))
+            for name in names:
+                m = mem.get_memory(name)
+                print(f"{name}: {m}")
+    except (ImportError, AttributeError) as exc:
+        print(f"{kind}: not available in this build ({exc})")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the requested table."""
+    if args.what == "models":
+        _models(args.sources)
+    elif args.what == "workloads":
+        _workloads(args.sources)
+    elif args.what == "profiles":
+        _profiles(args.sources)
+    else:
+        _hardware(args.what)
+    return 0
