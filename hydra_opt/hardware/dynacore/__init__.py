@@ -22,6 +22,7 @@ from hydra_opt.hardware.dynacore.architectures import (
 )
 from hydra_opt.hardware.dynacore.chiplet import (
     DynaCoreSettings,
+    coerce_settings,
     cores_for_area,
     dynacore_block_cost,
     dynacore_block_time,
@@ -69,6 +70,7 @@ __all__ = [
     "simd",
     "systolic",
     "DynaCoreSettings",
+    "coerce_settings",
     "cores_for_area",
     "dynacore_block_cost",
     "dynacore_block_time",

@@ -48,6 +48,9 @@ __all__ = [
     "get_architecture",
 ]
 
+#: Datapaths of the inner-product mixed-precision PE (DynaCore, and the same PE in the fixed/Planaria/SARA arrays).
+INNER_PRODUCT_DATAPATHS: tuple[str, ...] = ("fp16", "w8a8", "w4a16", "w4a8")
+
 #: Bits of a PE's operand word (FP16 / two packed INT8 / four packed INT4).
 WORD_BITS = 16
 
@@ -88,7 +91,7 @@ def dynacore(
             )
         meus, pyramid, name = (fixed,), False, f"dynacore[{fixed}]"
     mode = Mode(f"{cores}x{s}x{s}", cores, s, s, meus, weight_port_bits=s * s * 4)
-    return Architecture(name, (mode,), pyramid=pyramid, device=device)
+    return Architecture(name, (mode,), datapaths=INNER_PRODUCT_DATAPATHS, pyramid=pyramid, device=device)
 
 
 def _square_modes(size: int, min_size: int) -> tuple[Mode, ...]:
@@ -105,17 +108,17 @@ def _square_modes(size: int, min_size: int) -> tuple[Mode, ...]:
 
 def systolic(size: int = 128, device: Device = TABLE2_DEVICE) -> Architecture:
     """Fixed ``size×size`` output-stationary array with inner-product DQ PEs (MEU size×size×size)."""
-    return Architecture("systolic", _square_modes(size, size), device=device)
+    return Architecture("systolic", _square_modes(size, size), datapaths=INNER_PRODUCT_DATAPATHS, device=device)
 
 
 def planaria(size: int = 128, min_size: int = 32, device: Device = TABLE2_DEVICE) -> Architecture:
     """Planaria-style conformal fission of a ``size×size`` array down to ``min_size`` sub-arrays."""
-    return Architecture("planaria", _square_modes(size, min_size), device=device)
+    return Architecture("planaria", _square_modes(size, min_size), datapaths=INNER_PRODUCT_DATAPATHS, device=device)
 
 
 def sara(size: int = 128, min_size: int = 4, device: Device = TABLE2_DEVICE) -> Architecture:
     """SARA-style square cells of ``min_size`` composable up to ``size×size``."""
-    return Architecture("sara", _square_modes(size, min_size), device=device)
+    return Architecture("sara", _square_modes(size, min_size), datapaths=INNER_PRODUCT_DATAPATHS, device=device)
 
 
 def bitfusion(size: int = 128, device: Device = TABLE2_DEVICE) -> Architecture:
@@ -132,7 +135,7 @@ def simd(lanes: int = 128, width: int = 128, device: Device = TABLE2_DEVICE) -> 
     """Vector device: ``lanes`` dot-product units of ``width`` multipliers each."""
     _pow2(width, "width")
     mode = Mode(f"{lanes}x{width}", lanes, 1, 1, (MEU(1, 1, width),), weight_port_bits=width * 4, kind="simd")
-    return Architecture("simd", (mode,), device=device)
+    return Architecture("simd", (mode,), datapaths=INNER_PRODUCT_DATAPATHS, device=device)
 
 
 #: Builders by name; each accepts ``device=``.

@@ -24,12 +24,13 @@ from hydra_opt.hardware.dynacore.architectures import dynacore
 from hydra_opt.hardware.dynacore.core import MEU, Architecture, Device, is_power_of_two, reachable_meus
 from hydra_opt.hardware.dynacore.energy import DEFAULT_ENERGY
 from hydra_opt.hardware.dynacore.model_cost import gemm_list_cost
-from hydra_opt.hardware.dynacore.precision import DATAPATHS, POLICIES, Datapath, get_policy
+from hydra_opt.hardware.dynacore.precision import Datapath, PrecisionPolicy, get_datapath, get_policy
 from hydra_opt.hardware.dynacore.search import ConfigTable
 from hydra_opt.hardware.types import ChipletType
 
 __all__ = [
     "DynaCoreSettings",
+    "coerce_settings",
     "AREA_28NM",
     "core_area_mm2",
     "fixed_area_mm2",
@@ -58,11 +59,15 @@ AREA_28NM: dict[str, float] = {
 class DynaCoreSettings:
     """The DynaCore knobs of a design point (sampled by the Optuna search space).
 
+    Field names match ``hydra_opt.system.design.DynaCoreSettings`` (the design's loosely validated copy);
+    :func:`coerce_settings` converts any object with these attributes.
+
     Attributes:
         core_size: ``S`` of each ``S×S`` core (power of two, 4-256).
-        precision_policy: ``fp16``, ``w8a8``, ``w4a16`` or ``disaggregated`` (W8A8 prefill, W4A16 decode).
         meu_policy: ``"adaptive"`` (all reachable MEUs + pyramid packing) or ``"fixed"``.
-        fixed_meu: ``(m, n, t)`` when ``meu_policy == "fixed"``.
+        meu_shape: ``(m, n, t)`` when ``meu_policy == "fixed"`` (must be reachable), else ``None``.
+        prefill_precision: Datapath of prefill (default W8A8: disaggregated quantisation).
+        decode_precision: Datapath of decode (default W4A16).
         clock_mhz: Clock, MHz.
         sram_mb: On-chip buffer, MB (1 MB banks).
         cores: Core count; ``None`` = as many as the slot's area allows (:func:`resolve_settings`).
@@ -71,9 +76,10 @@ class DynaCoreSettings:
     """
 
     core_size: int = 32
-    precision_policy: str = "disaggregated"
     meu_policy: str = "adaptive"
-    fixed_meu: tuple[int, int, int] | None = None
+    meu_shape: tuple[int, int, int] | None = None
+    prefill_precision: str = "w8a8"
+    decode_precision: str = "w4a16"
     clock_mhz: float = 500.0
     sram_mb: int = 8
     cores: int | None = None
@@ -83,62 +89,68 @@ class DynaCoreSettings:
     def __post_init__(self) -> None:
         if not is_power_of_two(self.core_size) or not 4 <= self.core_size <= 256:
             raise ConfigError("is not a power of two in [4, 256]", key="dynacore.core_size", value=self.core_size)
-        if self.precision_policy not in POLICIES:
-            raise ConfigError(
-                f"is not a precision policy; allowed: {', '.join(POLICIES)}",
-                key="dynacore.precision_policy",
-                value=self.precision_policy,
-            )
+        get_datapath(self.prefill_precision, key="dynacore.prefill_precision")
+        get_datapath(self.decode_precision, key="dynacore.decode_precision")
         if self.meu_policy not in ("adaptive", "fixed"):
             raise ConfigError("is not an MEU policy; allowed: adaptive, fixed", key="dynacore.meu_policy", value=self.meu_policy)
         if self.meu_policy == "fixed":
-            if self.fixed_meu is None or MEU(*self.fixed_meu) not in reachable_meus(self.core_size):
+            shape = tuple(self.meu_shape) if self.meu_shape is not None else None
+            if shape is None or len(shape) != 3 or MEU(*shape) not in reachable_meus(self.core_size):
                 raise ConfigError(
                     f"is not a reachable (m, n, t) of a {self.core_size}x{self.core_size} core "
                     "(m·n·t = S², powers of two, t | S/m)",
-                    key="dynacore.fixed_meu",
-                    value=self.fixed_meu,
+                    key="dynacore.meu_shape",
+                    value=self.meu_shape,
                 )
-            object.__setattr__(self, "fixed_meu", tuple(int(x) for x in self.fixed_meu))
-        for key in ("clock_mhz",):
-            v = getattr(self, key)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ConfigError("is not a positive number", key=f"dynacore.{key}", value=v)
-        if not isinstance(self.sram_mb, int) or self.sram_mb < 1:
+            object.__setattr__(self, "meu_shape", tuple(int(x) for x in shape))
+        elif self.meu_shape is not None:
+            raise ConfigError("must be omitted when meu_policy is adaptive", key="dynacore.meu_shape", value=self.meu_shape)
+        v = self.clock_mhz
+        if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise ConfigError("is not a positive number", key="dynacore.clock_mhz", value=v)
+        if isinstance(self.sram_mb, bool) or not isinstance(self.sram_mb, int) or self.sram_mb < 1:
             raise ConfigError("is not a positive integer (1 MB banks)", key="dynacore.sram_mb", value=self.sram_mb)
-        if self.cores is not None and (not isinstance(self.cores, int) or self.cores < 1):
+        if self.cores is not None and (isinstance(self.cores, bool) or not isinstance(self.cores, int) or self.cores < 1):
             raise ConfigError("is not a positive integer", key="dynacore.cores", value=self.cores)
-        if not isinstance(self.links, int) or self.links < 0:
+        if isinstance(self.links, bool) or not isinstance(self.links, int) or self.links < 0:
             raise ConfigError("is not a non-negative integer", key="dynacore.links", value=self.links)
         if not (isinstance(self.pe_area_overhead, (int, float)) and 0 <= self.pe_area_overhead < 10):
             raise ConfigError("is not in [0, 10)", key="dynacore.pe_area_overhead", value=self.pe_area_overhead)
 
+    @property
+    def policy(self) -> PrecisionPolicy:
+        """The precision policy (named when it is one of :data:`POLICIES`)."""
+        return PrecisionPolicy.of(self.prefill_precision, self.decode_precision)
+
     @classmethod
-    def from_node(cls, node: Any) -> DynaCoreSettings:
-        """Read settings from a :class:`hydra_opt.config.Node` mapping (unknown keys are errors)."""
-        data = node.data
-        if not isinstance(data, dict):
-            raise node.error("is not a mapping")
-        known = {f: getattr(cls, f, None) for f in cls.__dataclass_fields__}
-        unknown = [k for k in data if k not in known]
-        if unknown:
-            raise node.error(f"unknown key; allowed: {', '.join(known)}", key=str(unknown[0]), value=unknown[0])
-        kwargs = dict(data)
-        if kwargs.get("fixed_meu") is not None:
-            kwargs["fixed_meu"] = tuple(kwargs["fixed_meu"])
-        try:
-            return cls(**kwargs)
-        except ConfigError as exc:
-            raise ConfigError(exc.problem, file=node.file, key=exc.key, value=exc.value) from None
-        except TypeError as exc:  # pragma: no cover - wrong value types
-            raise node.error(f"has a value of the wrong type ({exc})") from None
+    def from_policy(cls, precision_policy: str, **kwargs: Any) -> DynaCoreSettings:
+        """Settings with the prefill/decode datapaths of a named policy (``disaggregated``, ``fp16``...)."""
+        p = get_policy(precision_policy, key="dynacore.precision_policy")
+        return cls(prefill_precision=p.prefill, decode_precision=p.decode, **kwargs)
 
     def to_dict(self) -> dict:
-        """Plain-data form (YAML round trip)."""
+        """Plain-data form."""
         d = {f: getattr(self, f) for f in self.__dataclass_fields__}
-        if d["fixed_meu"] is not None:
-            d["fixed_meu"] = list(d["fixed_meu"])
+        if d["meu_shape"] is not None:
+            d["meu_shape"] = list(d["meu_shape"])
         return d
+
+
+_FIELDS = tuple(DynaCoreSettings.__dataclass_fields__)
+
+
+def coerce_settings(obj: Any, **overrides: Any) -> DynaCoreSettings:
+    """A :class:`DynaCoreSettings` from any object with (some of) its attributes (e.g. the design's copy).
+
+    Missing attributes take the defaults; ``overrides`` win (e.g. ``cores=``).
+    """
+    if isinstance(obj, DynaCoreSettings) and not overrides:
+        return obj
+    kwargs = {f: getattr(obj, f) for f in _FIELDS if getattr(obj, f, None) is not None}
+    if getattr(obj, "meu_policy", None) == "adaptive":
+        kwargs.pop("meu_shape", None)
+    kwargs.update(overrides)
+    return DynaCoreSettings(**kwargs)
 
 
 def core_area_mm2(settings: DynaCoreSettings) -> float:
@@ -179,7 +191,7 @@ def settings_architecture(settings: DynaCoreSettings, mem_bw_gbps: float | None 
     if settings.cores is None:
         raise ConfigError("must be set (use resolve_settings with the slot area)", key="dynacore.cores", value=None)
     dev = Device(settings.clock_mhz, float(settings.sram_mb), (mem_bw_gbps / 1000.0) if mem_bw_gbps else 4.0)
-    meu = settings.fixed_meu if settings.meu_policy == "fixed" else None
+    meu = settings.meu_shape if settings.meu_policy == "fixed" else None
     return dynacore(settings.core_size, settings.cores, dev, meu)
 
 
@@ -195,10 +207,10 @@ def dynacore_chiplet(
     ``S`` lanes wide per core (the output path); the buffer is banked per core to feed the weight port
     (``S²`` 4-bit elements per cycle per core).
     """
-    rs = resolve_settings(settings, slot_area_mm2, d2d_bw_gbps)
+    rs = resolve_settings(coerce_settings(settings), slot_area_mm2, d2d_bw_gbps)
     s, c = rs.core_size, rs.cores
     assert c is not None
-    pre = DATAPATHS[POLICIES[rs.precision_policy].prefill]
+    pre = get_datapath(rs.prefill_precision)
     f_ghz = rs.clock_mhz / 1000.0
     area = c * core_area_mm2(rs) + fixed_area_mm2(rs, d2d_bw_gbps)
     return ChipletType(
@@ -233,15 +245,9 @@ def _table(settings: DynaCoreSettings, mem_bw_gbps: float) -> ConfigTable:
 
 
 def _datapath(settings: DynaCoreSettings, precision: str | Datapath) -> Datapath:
-    if isinstance(precision, Datapath):
-        return precision
-    if precision in ("prefill", "decode"):
-        return get_policy(settings.precision_policy).datapath(precision)
-    if precision in DATAPATHS:
-        return DATAPATHS[precision]
-    raise ConfigError(
-        f"is neither a phase (prefill, decode) nor a datapath ({', '.join(DATAPATHS)})", key="precision", value=precision
-    )
+    if isinstance(precision, str) and precision in ("prefill", "decode"):
+        return settings.policy.datapath(precision)
+    return get_datapath(precision)
 
 
 def dynacore_block_cost(
@@ -250,20 +256,24 @@ def dynacore_block_cost(
     mem_bw_gbps: float,
     precision: str | Datapath = "decode",
     *,
+    cores: int | None = None,
     kv_bytes: float | None = None,
 ):
     """:class:`~hydra_opt.hardware.dynacore.model_cost.StepCost` of a block's GEMM list on a DynaCore chiplet.
 
     Args:
-        chiplet_settings: Resolved settings (``cores`` set; see :func:`resolve_settings`).
+        chiplet_settings: :class:`DynaCoreSettings` (or the design's copy: any object with its attributes) with
+            ``cores`` set (see :func:`resolve_settings` / :func:`dynacore_chiplet`) or given as ``cores=``.
         gemms: The block's :class:`~hydra_opt.workload.cost.Gemm` list (``block_gemms``).
         mem_bw_gbps: Memory bandwidth available to the chiplet for this task, GB/s.
-        precision: ``"prefill"``/``"decode"`` (the settings' policy picks the datapath) or a datapath name.
+        precision: ``"prefill"``/``"decode"`` (the settings pick the datapath) or a datapath name.
+        cores: Core count (overrides the settings'; the chiplet's ``ChipletType.cores``).
         kv_bytes: KV-cache bytes the attention GEMMs stream (default: their right operands, which over-counts
             GQA-shared K/V).
     """
-    dp = _datapath(chiplet_settings, precision)
-    return gemm_list_cost(_table(chiplet_settings, mem_bw_gbps), list(gemms), dp, kv_bytes=kv_bytes)
+    st = coerce_settings(chiplet_settings, **({"cores": cores} if cores is not None else {}))
+    dp = _datapath(st, precision)
+    return gemm_list_cost(_table(st, mem_bw_gbps), list(gemms), dp, kv_bytes=kv_bytes)
 
 
 def dynacore_block_time(
@@ -272,7 +282,11 @@ def dynacore_block_time(
     mem_bw_gbps: float,
     precision: str | Datapath = "decode",
     *,
+    cores: int | None = None,
     kv_bytes: float | None = None,
 ) -> float:
-    """Seconds a DynaCore chiplet needs for a block's GEMM list (plans come from a cached lookup table)."""
-    return dynacore_block_cost(chiplet_settings, gemms, mem_bw_gbps, precision, kv_bytes=kv_bytes).latency_s
+    """Seconds a DynaCore chiplet needs for a block's GEMM list (plans come from a cached lookup table).
+
+    Same arguments as :func:`dynacore_block_cost`.
+    """
+    return dynacore_block_cost(chiplet_settings, gemms, mem_bw_gbps, precision, cores=cores, kv_bytes=kv_bytes).latency_s

@@ -22,6 +22,7 @@ __all__ = [
     "Datapath",
     "DATAPATHS",
     "get_datapath",
+    "ALIASES",
     "PrecisionPolicy",
     "POLICIES",
     "get_policy",
@@ -64,16 +65,24 @@ DATAPATHS: dict[str, Datapath] = {
     "fp16": Datapath("fp16", 16, 16, 1, "fp16"),
     "w8a8": Datapath("w8a8", 8, 8, 2, "int8"),
     "w4a16": Datapath("w4a16", 4, 16, 1, "fp16"),
+    # QServe-style W4A8: INT8 activation pairs fill the 16-bit input word, 4-bit weights on the weight path.
+    "w4a8": Datapath("w4a8", 4, 8, 2, "int8"),
 }
+
+#: Names of ``hydra_opt.workload.precision`` that run on one of the datapaths above (same operand widths).
+ALIASES: dict[str, str] = {"int8": "w8a8", "bf16": "fp16"}
 
 
 def get_datapath(name: str | Datapath, *, key: str = "precision", file: str | None = None) -> Datapath:
     """The :class:`Datapath` called ``name`` (case-insensitive); ConfigError listing the allowed names otherwise."""
     if isinstance(name, Datapath):
         return name
-    if isinstance(name, str) and name.lower() in DATAPATHS:
-        return DATAPATHS[name.lower()]
-    raise ConfigError(f"is not a DynaCore datapath; allowed: {', '.join(DATAPATHS)}", file=file, key=key, value=name)
+    if isinstance(name, str):
+        low = ALIASES.get(name.lower(), name.lower())
+        if low in DATAPATHS:
+            return DATAPATHS[low]
+    allowed = ", ".join([*DATAPATHS, *ALIASES])
+    raise ConfigError(f"is not a DynaCore datapath; allowed: {allowed}", file=file, key=key, value=name)
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,16 @@ class PrecisionPolicy:
         """The datapath of ``phase`` (``"prefill"`` or ``"decode"``)."""
         if phase not in ("prefill", "decode"):
             raise ConfigError("is not a phase; allowed: prefill, decode", key="phase", value=phase)
-        return DATAPATHS[self.prefill if phase == "prefill" else self.decode]
+        return get_datapath(self.prefill if phase == "prefill" else self.decode)
+
+    @classmethod
+    def of(cls, prefill: str, decode: str) -> PrecisionPolicy:
+        """The named policy with these datapaths, or an ad-hoc one called ``"<prefill>+<decode>"``."""
+        pre, dec = get_datapath(prefill, key="prefill_precision").name, get_datapath(decode, key="decode_precision").name
+        for p in POLICIES.values():
+            if (p.prefill, p.decode) == (pre, dec):
+                return p
+        return cls(f"{pre}+{dec}", pre, dec)
 
 
 #: Precision policies: one precision for both phases, or disaggregated quantisation (Sec. 2.4: W8A8 prefill on the
