@@ -1,0 +1,653 @@
+"""The event-driven serving engine.
+
+Granularity (docs/simulator.md): an event is the end of one *task* — one pass of one batch over one block, for
+the requests of the batch in one phase, on one compute chiplet — or the delivery of one memory flow. Nothing is
+simulated per token per layer in Python.
+
+* A request needs one **prefill** pass over all blocks (emits its first token) and one **decode** pass per further
+  output token. Each request has its own context: a pass over a batch is priced from the batch aggregates
+  ``[1, n, Σq, Σq·c, Σq², Σc]`` of its requests (``hydra_opt.workload.cost``), so ``BlockCost = coeffs @ agg``.
+* A batch walks the blocks in order (a pipeline over chiplets); different batches are in flight at once (up to
+  ``max_batches``), so chiplets work on different batches concurrently. If a pass mixes prefilling and decoding
+  requests (continuous batching) each block gets one task per phase; the block is done when both are.
+* A task is queued FIFO on the chiplet its scheduler picks (``hydra_opt.runtime.scheduling``). When it starts,
+  its compute/SRAM time comes from ``hydra_opt.evaluate.opcost`` (linear coefficients, see
+  :func:`~hydra_opt.evaluate.simulator.system.time_coefficients`) and its memory traffic (weights, KV/state read
+  and write) is a flow from the memory chiplet holding the block to the chiplet over the NoI
+  (``hydra_opt.hardware.noi.FlowNetwork``: XY routes, links and HBM ports shared max-min fairly). The task ends
+  when both its compute and its flow are done (double-buffered streaming overlaps them: the roofline ``max``).
+  The input activation of a block that runs on a different chiplet than the previous block adds a
+  latency-only hand-off ``hops·hop_latency + bytes/link_bw`` (a few KB per token; not a contending flow).
+* Memory (KV pages, SSM state) is accounted per memory chiplet by ``hydra_opt.runtime.batching.PagedMemory``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from hydra_opt.evaluate.opcost import task_energy_j
+from hydra_opt.runtime.batching import ContinuousBatcher, PagedMemory, StaticBatcher
+from hydra_opt.runtime.scheduling import ChipletView, TaskScheduler
+from hydra_opt.workload.cost import COST_FIELDS, BlockCost
+
+from hydra_opt.evaluate.simulator.options import SimOptions
+from hydra_opt.evaluate.simulator.system import (
+    SimModel,
+    SimSystem,
+    compat_lists,
+    mem_coefficients,
+    time_coefficients,
+)
+
+__all__ = ["Engine", "RawRun"]
+
+_INF = math.inf
+# Request status codes.
+PENDING, QUEUED, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
+# Event kinds.
+_EV_COMPUTE, _EV_FLOW = 0, 1
+
+
+class _Task:
+    __slots__ = ("batch", "block", "phase", "family", "mem_xy", "vals", "chip", "start", "cs_open", "flow_open")
+
+    def __init__(self, batch, block, phase, family, mem_xy, vals):
+        self.batch = batch
+        self.block = block
+        self.phase = phase
+        self.family = family
+        self.mem_xy = mem_xy
+        self.vals = vals
+        self.chip = -1
+        self.start = 0.0
+        self.cs_open = False
+        self.flow_open = False
+
+
+class _Batch:
+    __slots__ = ("bid", "members", "block", "parts", "pending", "prev_chip", "last_chip")
+
+    def __init__(self, bid: int, members: list[int]):
+        self.bid = bid
+        self.members = members
+        self.block = 0
+        self.parts: list[tuple[str, list[int], list]] = []
+        self.pending = 0
+        self.prev_chip = -1
+        self.last_chip = -1
+
+
+@dataclass
+class RawRun:
+    """Everything the metrics need from one run (per-request arrays and accumulated counters)."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    generated: np.ndarray
+    status: np.ndarray
+    first_token_s: np.ndarray
+    first_batch_start_s: np.ndarray
+    finish_s: np.ndarray
+    preemptions: np.ndarray
+    token_t: np.ndarray
+    token_n: np.ndarray
+    tokens_emitted: int
+    tokens_discarded: int
+    sim_end_s: float
+    events: int
+    wall_s: float
+    chip_busy_s: np.ndarray
+    chip_names: list[str]
+    link_util: np.ndarray
+    link_series: tuple[np.ndarray, np.ndarray] | None
+    mem_capacity: np.ndarray
+    mem_peak: np.ndarray
+    mem_mean: np.ndarray
+    energy_dyn_j: float
+    energy_static_j: float
+    preempt_events: int
+    n_arrived: int
+
+
+class Engine:
+    """One simulation run. Build it, call :meth:`run`, get a :class:`RawRun`.
+
+    Args:
+        system: The placed system.
+        model: The model's per-block coefficients.
+        arrival_s, prompt_tokens, output_tokens: Requests (sorted by arrival).
+        options: Simulation options.
+        batching: ``"static"`` or ``"continuous"``.
+        scheduler: A task scheduler (its Ω must refer to ``system``'s chiplet indices).
+        max_batch: Maximum requests per batch.
+    """
+
+    def __init__(
+        self,
+        system: SimSystem,
+        model: SimModel,
+        arrival_s: np.ndarray,
+        prompt_tokens: np.ndarray,
+        output_tokens: np.ndarray,
+        options: SimOptions,
+        *,
+        batching: str,
+        scheduler: TaskScheduler,
+        max_batch: int,
+    ) -> None:
+        self.sys = system
+        self.model = model
+        self.opt = options
+        self.sched = scheduler
+        self.max_batch = int(max_batch)
+        self.arr = [float(x) for x in arrival_s]
+        self.prompt = [int(x) for x in prompt_tokens]
+        self.out = [max(1, int(x)) for x in output_tokens]
+        n = len(self.arr)
+        self.n = n
+        mesh = system.mesh
+        self.mesh = mesh
+        self.link_bps = mesh.link_bw_gbps * 1e9
+        self.hop_s = mesh.hop_latency_s
+        nb = model.n_blocks
+
+        # --- per-chiplet-type linear time/energy coefficients: rows [comp_τ, sram_τ, energy_τ]*, mem, io -------
+        types: list = []
+        self.ctype: list[int] = []
+        for c in system.chiplets:
+            if c not in types:
+                types.append(c)
+            self.ctype.append(types.index(c))
+        self.T = len(types)
+        rows = []
+        mem_k, io_k = mem_coefficients(model.coeffs)
+        mem_pj = np.array([system.memories[m].energy_pj_per_byte for m in system.block_mem], dtype=np.float64)
+        cf = {f: model.coeffs[:, i, :] for i, f in enumerate(COST_FIELDS)}
+        for t in types:
+            comp, sram = time_coefficients(t, model.coeffs)
+            # Energy is linear in the cost fields too: price the coefficient matrices through opcost.
+            e = task_energy_j(t, BlockCost(**cf), 0.0, mem_pj[:, None])
+            rows += [comp, sram, np.asarray(e, dtype=np.float64) * np.ones_like(comp)]
+        rows += [mem_k, io_k]
+        self.K = np.stack(rows)  # (3T+2, nb, 6)
+        self.R_MEM = 3 * self.T
+        self.R_IO = 3 * self.T + 1
+
+        # --- topology -----------------------------------------------------------------------------------------
+        self.chip_node = list(system.chip_node)
+        self.block_mem = list(system.block_mem)
+        self.block_node = [system.mem_node[m] for m in self.block_mem]
+        self.families = list(model.families)
+        self.block_mem_xy = [mesh.xy(nd) for nd in self.block_node]
+        self.nc = len(system.chiplets)
+        native, family_any = compat_lists(system.chiplets, model.families)
+        self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any)
+        self.stealing = type(scheduler).steal is not TaskScheduler.steal
+        self.busy = [False] * self.nc
+        self.busy_s = [0.0] * self.nc
+        self.energy_dyn = 0.0
+
+        # --- network --------------------------------------------------------------------------------------------
+        self.sharing = options.sharing
+        if self.sharing != "none":
+            from hydra_opt.hardware.noi import FlowNetwork
+
+            ports: dict[int, float] = {}
+            for m, nd in enumerate(system.mem_node):
+                ports[nd] = ports.get(nd, 0.0) + system.memories[m].bw_gbps
+            self.net = FlowNetwork(mesh, port_gbps=ports, sharing=self.sharing, bin_s=options.link_bins_s)
+        else:
+            self.net = None
+            self.link_bytes = np.zeros(mesh.n_links)
+        self.mem_bps = {nd: system.memories[m].bw_gbps * 1e9 for m, nd in enumerate(system.mem_node)}
+        self.flow_task: dict[int, _Task] = {}
+        self.flow_seq = 0
+
+        # --- memory -------------------------------------------------------------------------------------------
+        nm = len(system.memories)
+        free = np.array([m.capacity_bytes for m in system.memories], dtype=np.float64)
+        kv = np.zeros(nm)
+        st = np.zeros(nm)
+        for b in range(nb):
+            m = self.block_mem[b]
+            free[m] -= model.weight_bytes[b]
+            kv[m] += model.kv_bytes_per_token[b]
+            st[m] += model.state_bytes[b]
+        self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
+        self.mem_int = [0.0] * nm
+        self.mem_t = 0.0
+
+        # --- batching -------------------------------------------------------------------------------------------
+        self.continuous = batching == "continuous"
+        if self.continuous:
+            self.batcher = ContinuousBatcher(
+                self.max_batch, options.token_budget, lambda r: (self.prompt[r] + self.gen[r], self.prompt[r] + self.gen[r])
+            )
+        else:
+            self.batcher = StaticBatcher(self.max_batch, lambda r: self.prompt[r] + self.out[r])
+        self.max_batches = int(options.max_batches or max(1, self.nc))
+
+        # --- request state --------------------------------------------------------------------------------------
+        self.status = [PENDING] * n
+        self.gen = [0] * n
+        self.where = [-1] * n
+        self.first_t = [_INF] * n
+        self.first_bs = [_INF] * n  # first-token time minus the start of the batch that produced it
+        self.admit_t = [_INF] * n
+        self.finish_t = [_INF] * n
+        self.npre = [0] * n
+        self.resume: set[int] = set()
+        self.run_task: list[_Task | None] = [None] * self.nc
+        self.queue: deque[int] = deque()
+        self.running: set[int] = set()
+        self.batches: dict[int, _Batch] = {}
+        self.next_bid = 0
+        self.token_t: list[float] = []
+        self.token_n: list[int] = []
+        self.tokens = 0
+        self.discarded = 0
+        self.preempt_events = 0
+        self.n_arrived = 0
+        self.n_done = 0
+        self.n_rejected = 0
+
+        self.heap: list = []
+        self.seq = 0
+        self.now = 0.0
+        self.events = 0
+
+    # ------------------------------------------------------------------------------------------------- main loop
+    def run(self) -> RawRun:
+        """Run to the horizon (or until nothing is left to do)."""
+        wall0 = time.perf_counter()
+        horizon = self.opt.horizon_s if self.opt.horizon_s is not None else _INF
+        heap = self.heap
+        arr = self.arr
+        n = self.n
+        net = self.net
+        i_arr = 0
+        t_net = _INF
+        net_dirty = False
+        debug = self.opt.debug
+        while True:
+            ta = arr[i_arr] if i_arr < n else _INF
+            th = heap[0][0] if heap else _INF
+            if net is not None and net_dirty:
+                nxt = net.next_completion()
+                t_net = nxt[0] if nxt is not None else _INF
+                net_dirty = False
+            t = min(ta, th, t_net)
+            if t > horizon or t == _INF:
+                break
+            self.now = t
+            self.events += 1
+            if t_net <= th and t_net <= ta:
+                for done in net.advance(t_net):
+                    task = self.flow_task.pop(done.flow_id)
+                    self._push(done.delivered_s, _EV_FLOW, task)
+                net_dirty = True
+                t_net = _INF
+                continue
+            if ta <= th:
+                r = i_arr
+                i_arr += 1
+                self.status[r] = QUEUED
+                self.queue.append(r)
+                self.n_arrived += 1
+                self.arrivals_done = i_arr >= n
+                self._try_form()
+            else:
+                _, _, kind, task = heapq.heappop(heap)
+                if kind == _EV_COMPUTE:
+                    task.cs_open = False
+                else:
+                    task.flow_open = False
+                if not task.cs_open and not task.flow_open:
+                    self._finish(task)
+            if net is not None and self._net_changed:
+                net_dirty = True
+                self._net_changed = False
+            if debug:
+                self._check()
+        end = self.now if horizon == _INF else horizon
+        if net is not None and end > net.now_s:
+            net.advance(end)
+        return self._raw(end, time.perf_counter() - wall0)
+
+    arrivals_done = False
+    _net_changed = False
+
+    def _push(self, t: float, kind: int, task: _Task) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, task))
+
+    # ----------------------------------------------------------------------------------------------- batching
+    def _try_form(self) -> None:
+        queue = self.queue
+        while queue and len(self.batches) < self.max_batches:
+            members = self.batcher.form(queue, self.mem)
+            if members is None and not self.continuous and self.arrivals_done:
+                # Drain: after the last arrival a partial static batch may start (else the tail never runs).
+                members = StaticBatcher(len(queue), self.batcher.reserve_tokens).form(queue, self.mem)
+            if not members:
+                if self.continuous and queue and not self.batches and not self.running:
+                    self._reject(queue.popleft())  # cannot fit even into an empty system
+                    continue
+                break
+            b = _Batch(self.next_bid, members)
+            self.next_bid += 1
+            self.batches[b.bid] = b
+            for r in members:
+                self._admit(r, b)
+            self._start_pass(b)
+
+    def _admit(self, r: int, b: _Batch) -> None:
+        self.status[r] = RUNNING
+        self.where[r] = b.bid
+        self.admit_t[r] = self.now
+        self.running.add(r)
+
+    def _reject(self, r: int) -> None:
+        self.status[r] = REJECTED
+        self.n_rejected += 1
+        self.mem.free(r)
+
+    def _preempt(self, v: int) -> None:
+        """Free ``v``'s memory and send it back to the waiting queue (§IV-B)."""
+        b = self.batches.get(self.where[v])
+        if b is not None:
+            b.members.remove(v)
+        self.mem.free(v)
+        self.running.discard(v)
+        self.status[v] = QUEUED
+        self.where[v] = -1
+        self.npre[v] += 1
+        self.preempt_events += 1
+        if self.opt.preempt_restart:
+            self.discarded += self.gen[v]
+            self.gen[v] = 0
+        elif self.gen[v] > 0:
+            self.resume.add(v)
+        if self.opt.preempt_requeue == "front":
+            self.queue.appendleft(v)
+        else:
+            self.queue.append(v)
+
+    def _ensure(self, r: int) -> bool:
+        """Memory for ``r``'s next pass; preempts the fewest-generated running request while it does not fit."""
+        need = self.prompt[r] + self.gen[r]
+        while not self.mem.ensure(r, need):
+            if len(self.running) <= 1:
+                # Alone and still too big: it can never run here.
+                self.running.discard(r)
+                b = self.batches.get(self.where[r])
+                if b is not None:
+                    b.members.remove(r)
+                self._reject(r)
+                return False
+            gen = self.gen
+            v = min(self.running, key=lambda x: (gen[x], -x))
+            self._preempt(v)
+            if v == r:
+                return False
+        return True
+
+    # --------------------------------------------------------------------------------------------- passes
+    def _start_pass(self, b: _Batch) -> None:
+        if self.continuous:
+            for r in list(b.members):
+                if self.where[r] == b.bid:
+                    self._ensure(r)
+        members = b.members
+        if not members:
+            self._end_batch(b)
+            return
+        prompt, gen = self.prompt, self.gen
+        pre: list[int] = []
+        dec: list[int] = []
+        for r in members:
+            if gen[r] == 0 or self._needs_prefill(r):
+                pre.append(r)
+            else:
+                dec.append(r)
+        parts = []
+        K = self.K
+        if pre:
+            qs = [prompt[r] + gen[r] for r in pre]
+            s = float(sum(qs))
+            agg = np.array([1.0, len(pre), s, 0.0, float(sum(q * q for q in qs)), 0.0])
+            parts.append(("prefill", pre, (K @ agg).tolist()))
+        if dec:
+            cap = self.model.max_context
+            cs = [min(prompt[r] + gen[r] - 1, cap) for r in dec]
+            sc = float(sum(cs))
+            agg = np.array([1.0, len(dec), float(len(dec)), sc, float(len(dec)), sc])
+            parts.append(("decode", dec, (K @ agg).tolist()))
+        b.parts = parts
+        b.block = 0
+        b.prev_chip = -1
+        self._sample_mem()
+        self._dispatch(b)
+
+    def _needs_prefill(self, r: int) -> bool:
+        # A request resumed after preemption (keeping its tokens) recomputes its context in one prefill pass.
+        return r in self.resume
+
+    def _next_new_tokens(self, r: int) -> int:
+        return self.prompt[r] + self.gen[r] if (self.gen[r] == 0 or r in self.resume) else 1
+
+    def _dispatch(self, b: _Batch) -> None:
+        blk = b.block
+        fam = self.families[blk]
+        mxy = self.block_mem_xy[blk]
+        b.pending = len(b.parts)
+        for phase, _, vals in b.parts:
+            self._ready(_Task(b, blk, phase, fam, mxy, vals))
+
+    def _end_pass(self, b: _Batch) -> None:
+        now = self.now
+        bid = b.bid
+        emitted = 0
+        where, gen, out = self.where, self.gen, self.out
+        for phase, rids, _ in b.parts:
+            for r in rids:
+                if where[r] != bid:
+                    continue  # preempted while the pass was in flight
+                gen[r] += 1
+                emitted += 1
+                if phase == "prefill":
+                    self.resume.discard(r)
+                if self.first_t[r] == _INF:
+                    self.first_t[r] = now
+                    self.first_bs[r] = now - self.admit_t[r]
+                if gen[r] >= out[r]:
+                    self._complete(r, b)
+        if emitted:
+            self.tokens += emitted
+            self.token_t.append(now)
+            self.token_n.append(emitted)
+        if self.continuous:
+            members = b.members
+            pass_tokens = sum(self._next_new_tokens(r) for r in members)
+            before = len(members)
+            self.batcher.refill(members, pass_tokens, self.queue, self.mem)
+            for r in members[before:]:
+                self._admit(r, b)
+        if b.members:
+            self._start_pass(b)
+        else:
+            self._end_batch(b)
+        self._try_form()
+
+    def _complete(self, r: int, b: _Batch) -> None:
+        self.status[r] = DONE
+        self.finish_t[r] = self.now
+        self.where[r] = -1
+        self.running.discard(r)
+        self.mem.free(r)
+        b.members.remove(r)
+        self.n_done += 1
+
+    def _end_batch(self, b: _Batch) -> None:
+        self.batches.pop(b.bid, None)
+
+    # ----------------------------------------------------------------------------------------------- tasks
+    def _ready(self, task: _Task) -> None:
+        view = self.view
+        c = self.sched.choose(task, task.block, view)
+        task.chip = c
+        view.queues[c].append(task)
+        view.load[c] += 1
+        if not self.busy[c]:
+            self._start_next(c)
+        elif self.stealing:
+            for idle in view.native[(task.family, task.phase)]:
+                if not self.busy[idle] and not view.queues[idle]:
+                    self._start_next(idle)
+                    if not view.queues[c]:
+                        break
+
+    def _start_next(self, c: int) -> None:
+        view = self.view
+        q = view.queues[c]
+        if q:
+            task = q.popleft()
+        elif self.stealing:
+            got = self.sched.steal(c, view)
+            if got is None:
+                return
+            victim, task = got
+            view.queues[victim].remove(task)
+            view.load[victim] -= 1
+            view.load[c] += 1
+            task.chip = c
+        else:
+            return
+        self.busy[c] = True
+        self.run_task[c] = task
+        now = self.now
+        task.start = now
+        blk = task.block
+        vals = task.vals
+        tau = self.ctype[c]
+        cs = max(vals[3 * tau][blk], vals[3 * tau + 1][blk])
+        b = task.batch
+        prev = b.prev_chip
+        if prev >= 0 and prev != c:
+            hops = self.mesh.hops(self.chip_node[prev], self.chip_node[c])
+            cs += hops * self.hop_s + 0.5 * vals[self.R_IO][blk] / self.link_bps
+        task.cs_open = True
+        self._push(now + cs, _EV_COMPUTE, task)
+        nbytes = vals[self.R_MEM][blk]
+        if nbytes > 0:
+            src = self.block_node[blk]
+            dst = self.chip_node[c]
+            if self.net is not None:
+                self.flow_seq += 1
+                self.flow_task[self.flow_seq] = task
+                self.net.add_flow(self.flow_seq, src, dst, nbytes, now)
+                self._net_changed = True
+                task.flow_open = True
+            else:
+                rate = min(self.link_bps, self.mem_bps[src]) if src != dst else self.mem_bps[src]
+                hops = self.mesh.hops(src, dst)
+                t_mem = nbytes / rate + hops * self.hop_s
+                for lk in self.mesh.route(src, dst):
+                    self.link_bytes[lk] += nbytes
+                if t_mem > cs:
+                    task.flow_open = True
+                    self._push(now + t_mem, _EV_FLOW, task)
+        self.energy_dyn += vals[3 * tau + 2][blk]
+
+    def _finish(self, task: _Task) -> None:
+        c = task.chip
+        self.busy[c] = False
+        self.run_task[c] = None
+        self.view.load[c] -= 1
+        self.busy_s[c] += self.now - task.start
+        b = task.batch
+        b.last_chip = c
+        b.pending -= 1
+        if b.pending == 0:
+            b.prev_chip = c
+            b.block += 1
+            if b.block < self.model.n_blocks:
+                self._dispatch(b)
+            else:
+                self._end_pass(b)
+        self._start_next(c)
+
+    # --------------------------------------------------------------------------------------------- bookkeeping
+    def _sample_mem(self) -> None:
+        now = self.now
+        dt = now - self.mem_t
+        if dt > 0:
+            mi = self.mem_int
+            for h, u in enumerate(self.mem._used):
+                mi[h] += u * dt
+        self.mem_t = now
+
+    def _check(self) -> None:
+        self.mem.check()
+        st = self.status
+        q = sum(1 for s in st if s == QUEUED)
+        r = sum(1 for s in st if s == RUNNING)
+        d = sum(1 for s in st if s == DONE)
+        j = sum(1 for s in st if s == REJECTED)
+        assert q == len(self.queue), (q, len(self.queue))
+        assert r == len(self.running), (r, len(self.running))
+        assert self.n_arrived == q + r + d + j, (self.n_arrived, q, r, d, j)
+        assert self.tokens == sum(self.gen) + self.discarded, (self.tokens, sum(self.gen), self.discarded)
+        for rid in self.running:
+            assert self.mem.holds(rid)
+
+    def _raw(self, end: float, wall: float) -> RawRun:
+        self.now = end
+        self._sample_mem()
+        running_busy = np.array(self.busy_s)
+        for c, task in enumerate(self.run_task):  # tasks running at the cut-off count as busy up to it
+            if task is not None:
+                running_busy[c] += max(0.0, end - task.start)
+        if self.net is not None:
+            link_util = self.net.link_utilisation(end) if end > 0 else np.zeros(self.mesh.n_links)
+            series = self.net.utilisation_series() if self.opt.link_bins_s else None
+        else:
+            link_util = self.link_bytes / (self.link_bps * end) if end > 0 else self.link_bytes * 0
+            series = None
+        static_w = sum(c.static_power_w for c in self.sys.chiplets)
+        return RawRun(
+            arrival_s=np.asarray(self.arr),
+            prompt_tokens=np.asarray(self.prompt, dtype=np.int64),
+            output_tokens=np.asarray(self.out, dtype=np.int64),
+            generated=np.asarray(self.gen, dtype=np.int64),
+            status=np.asarray(self.status, dtype=np.int64),
+            first_token_s=np.asarray(self.first_t),
+            first_batch_start_s=np.asarray(self.first_bs),
+            finish_s=np.asarray(self.finish_t),
+            preemptions=np.asarray(self.npre, dtype=np.int64),
+            token_t=np.asarray(self.token_t),
+            token_n=np.asarray(self.token_n, dtype=np.int64),
+            tokens_emitted=self.tokens,
+            tokens_discarded=self.discarded,
+            sim_end_s=end,
+            events=self.events,
+            wall_s=wall,
+            chip_busy_s=running_busy,
+            chip_names=[c.name for c in self.sys.chiplets],
+            link_util=np.asarray(link_util),
+            link_series=series,
+            mem_capacity=self.mem.capacity.copy(),
+            mem_peak=self.mem.peak.copy(),
+            mem_mean=np.asarray(self.mem_int) / end if end > 0 else np.asarray(self.mem_int),
+            energy_dyn_j=self.energy_dyn,
+            energy_static_j=static_w * end,
+            preempt_events=self.preempt_events,
+            n_arrived=self.n_arrived,
+        )
