@@ -123,12 +123,12 @@ def test_maxmin_is_feasible_and_every_flow_has_a_saturated_bottleneck() -> None:
             net.add_flow(i, s, d, 1e6, 0.0, cap_gbps=cap)
             flows.append((i, s, d, cap))
         rate = {i: net.rate_gbps(i) for i, *_ in flows}
-        res = {i: net._flows[i].resources for i, *_ in flows}
+        res = {i: net.flow_resources(i) for i, *_ in flows}
         load: dict[int, float] = {}
         for i, r in res.items():
             for x in r:
                 load[x] = load.get(x, 0.0) + rate[i]
-        caps = net._cap / 1e9
+        caps = [net.resource_capacity_gbps(r) for r in range(net.n_resources)]
         for x, v in load.items():
             assert v <= caps[x] * (1 + 1e-9)
         for i, s, d, cap in flows:

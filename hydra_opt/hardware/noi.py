@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -202,16 +202,21 @@ class FlowDone:
     start_s: float
 
 
-@dataclass
 class _Flow:
-    slot: int
-    flow_id: Hashable
-    resources: tuple[int, ...]
-    nbytes: float
-    start_s: float
-    hops: int
-    cap: float  # bytes/s, inf when uncapped
-    remaining: float = field(default=0.0)
+    """Mutable state of an active flow (``rem`` is valid at the network's sync time)."""
+
+    __slots__ = ("flow_id", "res", "nbytes", "start_s", "hops", "cap", "rem", "rate", "seq")
+
+    def __init__(self, flow_id, res, nbytes, start_s, hops, cap, seq) -> None:
+        self.flow_id = flow_id
+        self.res: tuple[int, ...] = res
+        self.nbytes: float = nbytes
+        self.start_s: float = start_s
+        self.hops: int = hops
+        self.cap: float = cap  # bytes/s, inf when uncapped
+        self.rem: float = nbytes
+        self.rate: float = 0.0
+        self.seq: int = seq
 
 
 class FlowNetwork:
@@ -223,7 +228,9 @@ class FlowNetwork:
     its two end nodes and the extra resources it names, and may have its own rate cap.
 
     Rates are recomputed lazily (once per batch of starts/drains at the same instant) and stay constant until
-    the next start or drain, so the state between events is exact, not time-stepped.
+    the next start or drain, so the state between events is exact, not time-stepped. Between rate changes
+    nothing is updated (remaining bytes are brought up to date only when rates change), so :meth:`advance`
+    without a drain and :meth:`next_completion` are O(1).
 
     Typical engine loop::
 
@@ -269,21 +276,18 @@ class FlowNetwork:
             self._port_of[int(node)] = len(caps)
             caps.append(float(gbps) * 1e9)
             self._names.append(f"port{node}")
-        self._cap = np.asarray(caps, dtype=np.float64)
-        self._flows: dict[Hashable, _Flow] = {}
-        self._slots: list[_Flow | None] = []
-        self._free: list[int] = []
-        self._inc = np.zeros((8, len(caps)), dtype=np.float64)  # slot × resource incidence (0/1)
-        self._flow_cap = np.full(8, np.inf)
-        self._now = 0.0
+        self._cap: list[float] = caps
+        self._flows: dict[Hashable, _Flow] = {}  # insertion order = start order
+        self._seq = 0
+        self._now = 0.0  # time the caller has advanced to
+        self._t_sync = 0.0  # time at which every flow's ``rem`` is exact
         self._dirty = False
-        # Cached per-active-flow arrays (rebuilt when the active set changes).
-        self._act: list[_Flow] = []
-        self._rate = np.zeros(0)
-        self._rem = np.zeros(0)
-        self._load = np.zeros(len(caps))  # bytes/s carried per resource with current rates
-        self._bytes = np.zeros(len(caps))  # carried bytes per resource since t = 0
+        self._next: tuple[float, _Flow] | None = None
+        self._load = np.zeros(len(caps))  # bytes/s carried per resource with the current rates (if binning)
+        self._loaded = False
+        self._bytes_done = [0.0] * len(caps)  # bytes carried per resource by flows that have left
         self._bins = np.zeros((0, len(caps)))
+        self._res_cache: dict[tuple[int, int], tuple[int, ...]] = {}
         self.n_recomputes = 0
 
     # -- resources ---------------------------------------------------------------------------------------------
@@ -296,28 +300,34 @@ class FlowNetwork:
         """Readable name of resource ``r`` (``link7:3->7``, ``port12``, or the name given)."""
         return self._names[r]
 
+    def resource_capacity_gbps(self, r: int) -> float:
+        """Capacity of resource ``r``, GB/s."""
+        return self._cap[r] / 1e9
+
     def port(self, node: int) -> int | None:
         """Resource id of a node's port, or None."""
         return self._port_of.get(int(node))
+
+    def flow_resources(self, flow_id: Hashable) -> tuple[int, ...]:
+        """Resource ids an active flow crosses (its route's links, end ports, extras)."""
+        return self._flows[flow_id].res
 
     def add_resource(self, name: str, capacity_gbps: float) -> int:
         """Add a shared resource (GB/s) that flows may name in ``via``; returns its id."""
         if not (capacity_gbps > 0):
             raise ValueError(f"capacity of {name!r} must be > 0, got {capacity_gbps}")
-        self._cap = np.append(self._cap, float(capacity_gbps) * 1e9)
+        self._sync(self._now)
+        self._cap.append(float(capacity_gbps) * 1e9)
         self._names.append(str(name))
-        pad = np.zeros((self._inc.shape[0], 1))
-        self._inc = np.hstack([self._inc, pad])
         self._load = np.append(self._load, 0.0)
-        self._bytes = np.append(self._bytes, 0.0)
+        self._bytes_done.append(0.0)
         self._bins = np.hstack([self._bins, np.zeros((self._bins.shape[0], 1))])
-        self._dirty = True
         return len(self._cap) - 1
 
     # -- flows -------------------------------------------------------------------------------------------------
     @property
     def now_s(self) -> float:
-        """Time up to which the network state is known, s."""
+        """Time the network has been advanced to, s."""
         return self._now
 
     @property
@@ -355,59 +365,71 @@ class FlowNetwork:
             raise ValueError(f"nbytes must be finite and >= 0, got {nbytes}")
         if cap_gbps is not None and not (cap_gbps > 0):
             raise ValueError(f"cap_gbps must be > 0, got {cap_gbps}")
-        self._progress_to(now_s)
-        res = list(self.mesh.route(src, dst))
-        for node in (src, dst) if src != dst else (src,):
-            p = self._port_of.get(int(node))
-            if p is not None:
-                res.append(p)
-        for r in via:
-            if not 0 <= r < len(self._cap):
-                raise ValueError(f"unknown resource id {r}")
-            if r not in res:
-                res.append(int(r))
-        slot = self._free.pop() if self._free else self._new_slot()
+        self._check_time(now_s)
+        nxt = self.next_completion()
+        if nxt is not None and nxt[0] < now_s and not _close(nxt[0], now_s):
+            raise RuntimeError(f"flow {nxt[1]!r} drains at {nxt[0]!r} s, before {now_s!r} s: call advance() first")
+        key = (int(src), int(dst))
+        res = self._res_cache.get(key)
+        if res is None:
+            lst = list(self.mesh.route(src, dst))
+            for node in (key if key[0] != key[1] else key[:1]):
+                p = self._port_of.get(node)
+                if p is not None:
+                    lst.append(p)
+            res = self._res_cache[key] = tuple(lst)
+        if via:
+            lst = list(res)
+            for r in via:
+                if not 0 <= r < len(self._cap):
+                    raise ValueError(f"unknown resource id {r}")
+                if r not in lst:
+                    lst.append(int(r))
+            res = tuple(lst)
+        self._sync(now_s)
+        self._now = max(self._now, now_s)
         f = _Flow(
-            slot=slot,
-            flow_id=flow_id,
-            resources=tuple(res),
-            nbytes=float(nbytes),
-            start_s=self._now,
-            hops=self.mesh.hops(src, dst),
-            cap=np.inf if cap_gbps is None else float(cap_gbps) * 1e9,
-            remaining=float(nbytes),
+            flow_id,
+            res,
+            float(nbytes),
+            now_s,
+            abs(key[0] // self.mesh.height - key[1] // self.mesh.height)
+            + abs(key[0] % self.mesh.height - key[1] % self.mesh.height),
+            math.inf if cap_gbps is None else float(cap_gbps) * 1e9,
+            self._seq,
         )
-        self._inc[slot, :] = 0.0
-        self._inc[slot, list(res)] = 1.0
-        self._flow_cap[slot] = f.cap
-        self._slots[slot] = f
+        self._seq += 1
         self._flows[flow_id] = f
-        self._sync_remaining()
-        self._act.append(f)
-        self._rem = np.append(self._rem, f.remaining)
         self._dirty = True
+        self._next = None
 
     def remove_flow(self, flow_id: Hashable, now_s: float) -> float:
         """Cancel an active flow at ``now_s`` (e.g. its task was preempted); returns the bytes not yet sent."""
-        self._progress_to(now_s)
+        self._check_time(now_s)
         f = self._flows.get(flow_id)
         if f is None:
             raise KeyError(f"flow {flow_id!r} is not active")
-        self._sync_remaining()
-        left = f.remaining
-        self._drop([f])
-        return left
+        nxt = self.next_completion()
+        if nxt is not None and nxt[0] < now_s and not _close(nxt[0], now_s):
+            raise RuntimeError(f"flow {nxt[1]!r} drains at {nxt[0]!r} s, before {now_s!r} s: call advance() first")
+        self._sync(now_s)
+        self._now = max(self._now, now_s)
+        del self._flows[flow_id]
+        self._account(f, f.nbytes - f.rem)
+        self._dirty = True
+        self._next = None
+        return f.rem
 
     def rate_gbps(self, flow_id: Hashable) -> float:
         """Current rate of an active flow, GB/s."""
         self._ensure_rates()
-        f = self._flows[flow_id]
-        return float(self._rate[self._act.index(f)]) / 1e9
+        return self._flows[flow_id].rate / 1e9
 
     def remaining_bytes(self, flow_id: Hashable) -> float:
-        """Bytes an active flow still has to send (as of :attr:`now_s`)."""
-        self._sync_remaining()
-        return self._flows[flow_id].remaining
+        """Bytes an active flow still has to send at the current time :attr:`now_s`."""
+        self._ensure_rates()
+        f = self._flows[flow_id]
+        return max(0.0, f.rem - f.rate * (self._now - self._t_sync)) if f.rate < math.inf else 0.0
 
     def next_completion(self) -> tuple[float, Hashable] | None:
         """(time, flow id) of the earliest drain with the current rates, or None when no flow is active.
@@ -415,12 +437,11 @@ class FlowNetwork:
         Exact until the next :meth:`add_flow`/:meth:`remove_flow` (which change rates): ask again after those.
         The flow is *delivered* ``hops · hop_latency_s`` later (see :class:`FlowDone`).
         """
-        if not self._act:
+        if not self._flows:
             return None
         self._ensure_rates()
-        dt = self._drain_dt()
-        i = int(np.argmin(dt))
-        return self._now + float(dt[i]), self._act[i].flow_id
+        assert self._next is not None
+        return self._next[0], self._next[1].flow_id
 
     def advance(self, now_s: float) -> list[FlowDone]:
         """Move time to ``now_s``, processing every drain up to it in time order (rates recomputed after each).
@@ -428,106 +449,90 @@ class FlowNetwork:
         Returns:
             The flows that drained in ``(previous time, now_s]``, in drain order (ties in start order).
         """
-        if now_s < self._now - 1e-12 * max(1.0, abs(self._now)):
-            raise ValueError(f"time goes backwards: {now_s} < {self._now}")
+        self._check_time(now_s)
         done: list[FlowDone] = []
-        while self._act:
+        lat = self.mesh.hop_latency_s
+        while self._flows:
             self._ensure_rates()
-            dt = self._drain_dt()
-            dmin = float(dt.min())
-            t_next = self._now + dmin
-            if t_next > now_s and not math.isclose(t_next, now_s, rel_tol=1e-12, abs_tol=1e-15):
+            t_next = self._next[0]  # type: ignore[index]
+            if t_next > now_s and not _close(t_next, now_s):
                 break
-            self._move(dmin)
             # Everything draining at this instant (within rounding) leaves together.
-            hit = dt <= dmin * (1 + 1e-12) + 1e-18
-            gone = [f for f, h in zip(self._act, hit) if h]
+            lim = t_next + 1e-12 * max(abs(t_next), 1e-9)
+            ts = self._t_sync
+            gone = [f for f in self._flows.values() if f.rem <= 0.0 or ts + f.rem / f.rate <= lim]
+            self._sync(t_next)
             for f in gone:
-                done.append(
-                    FlowDone(
-                        flow_id=f.flow_id,
-                        drained_s=self._now,
-                        delivered_s=self._now + f.hops * self.mesh.hop_latency_s,
-                        nbytes=f.nbytes,
-                        start_s=f.start_s,
-                    )
-                )
-            self._rem[hit] = 0.0
-            self._drop(gone)
-        if now_s > self._now:
-            self._move(now_s - self._now)
+                f.rem = 0.0
+                del self._flows[f.flow_id]
+                self._account(f, f.nbytes)
+                done.append(FlowDone(f.flow_id, t_next, t_next + f.hops * lat, f.nbytes, f.start_s))
+            self._dirty = True
+            self._next = None
+        self._now = max(self._now, now_s)
         return done
 
     # -- accounting --------------------------------------------------------------------------------------------
     def carried_bytes(self) -> np.ndarray:
-        """Bytes carried by each resource since t = 0 (copy, indexed by resource id)."""
-        return self._bytes.copy()
+        """Bytes carried by each resource from t = 0 to :attr:`now_s` (indexed by resource id)."""
+        self._ensure_rates()
+        out = np.asarray(self._bytes_done, dtype=np.float64)
+        dt = self._now - self._t_sync
+        for f in self._flows.values():
+            sent = f.nbytes - (max(0.0, f.rem - f.rate * dt) if f.rate < math.inf else 0.0)
+            for r in f.res:
+                out[r] += sent
+        return out
 
     def link_utilisation(self, duration_s: float | None = None) -> np.ndarray:
         """Mean utilisation of each directed link over ``[0, duration_s]`` (default: up to now), fraction 0–1."""
         d = self._now if duration_s is None else float(duration_s)
+        n = self.mesh.n_links
         if d <= 0:
-            return np.zeros(self.mesh.n_links)
-        return self._bytes[: self.mesh.n_links] / (self._cap[: self.mesh.n_links] * d)
+            return np.zeros(n)
+        return self.carried_bytes()[:n] / (np.asarray(self._cap[:n]) * d)
 
     def utilisation_series(self, *, links_only: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """(bin start times s, utilisation per bin × resource, fraction) — requires ``bin_s``.
+        """(bin start times s, utilisation per bin × resource, fraction) from t = 0 to :attr:`now_s`.
 
-        The last bin is partial when the current time is inside it; its utilisation is over its full width.
+        Requires ``bin_s``. The last bin is partial when the current time is inside it; its utilisation is
+        over its full width.
         """
         if self.bin_s is None:
             raise ValueError("this FlowNetwork was created without bin_s")
-        n = int(math.ceil(self._now / self.bin_s - 1e-12)) if self._now > 0 else 0
-        b = self._bins[:n]
+        self._ensure_rates()
+        self._sync(self._now)
+        n = int(math.ceil(self._now / self.bin_s - 1e-9)) if self._now > 0 else 0
         cols = self.mesh.n_links if links_only else len(self._cap)
-        util = b[:, :cols] / (self._cap[:cols] * self.bin_s)
+        b = np.zeros((n, cols))
+        m = min(n, self._bins.shape[0])
+        b[:m] = self._bins[:m, :cols]
+        util = b / (np.asarray(self._cap[:cols]) * self.bin_s)
         return np.arange(n) * self.bin_s, util
 
     # -- internals ---------------------------------------------------------------------------------------------
-    def _new_slot(self) -> int:
-        slot = len(self._slots)
-        self._slots.append(None)
-        if slot >= self._inc.shape[0]:
-            grow = self._inc.shape[0]
-            self._inc = np.vstack([self._inc, np.zeros((grow, self._inc.shape[1]))])
-            self._flow_cap = np.concatenate([self._flow_cap, np.full(grow, np.inf)])
-        return slot
+    def _check_time(self, now_s: float) -> None:
+        if now_s < self._now and not _close(now_s, self._now):
+            raise ValueError(f"time goes backwards: {now_s} < {self._now}")
 
-    def _drop(self, gone: Sequence[_Flow]) -> None:
-        if not gone:
-            return
-        ids = {id(f) for f in gone}
-        keep = [i for i, f in enumerate(self._act) if id(f) not in ids]
-        self._rem = self._rem[keep]
-        self._act = [self._act[i] for i in keep]
-        for f in gone:
-            del self._flows[f.flow_id]
-            self._slots[f.slot] = None
-            self._free.append(f.slot)
-        self._dirty = True
-
-    def _sync_remaining(self) -> None:
-        for f, r in zip(self._act, self._rem):
-            f.remaining = float(r)
-
-    def _drain_dt(self) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dt = np.where(self._rem <= 0.0, 0.0, self._rem / self._rate)
-        return dt
-
-    def _move(self, dt: float) -> None:
-        """Advance time by ``dt`` with constant rates (no drain inside the interval)."""
+    def _sync(self, t: float) -> None:
+        """Bring remaining bytes and byte accounting up to time ``t`` with the current (clean) rates."""
+        dt = t - self._t_sync
         if dt <= 0:
             return
-        t0 = self._now
-        if self._act:
+        if self._flows:
             self._ensure_rates()
-            fin = np.isfinite(self._rate)
-            self._rem = np.where(fin, np.maximum(self._rem - np.where(fin, self._rate, 0.0) * dt, 0.0), 0.0)
-            self._bytes += self._load * dt
-            if self.bin_s is not None and self._load.any():
-                self._bin_add(t0, t0 + dt)
-        self._now = t0 + dt
+            for f in self._flows.values():
+                r = f.rem - f.rate * dt
+                f.rem = r if r > 0.0 else 0.0
+            if self._loaded and self.bin_s is not None:
+                self._bin_add(self._t_sync, t)
+        self._t_sync = t
+
+    def _account(self, f: _Flow, sent: float) -> None:
+        b = self._bytes_done
+        for r in f.res:
+            b[r] += sent
 
     def _bin_add(self, t0: float, t1: float) -> None:
         w = self.bin_s
@@ -543,82 +548,102 @@ class FlowNetwork:
             self._bins[b0 + 1 : b1] += self._load * w
         self._bins[b1] += self._load * (t1 - b1 * w)
 
-    def _progress_to(self, now_s: float) -> None:
-        if now_s < self._now - 1e-12 * max(1.0, abs(self._now)):
-            raise ValueError(f"time goes backwards: {now_s} < {self._now}")
-        if self._act:
-            nxt = self.next_completion()
-            assert nxt is not None
-            if nxt[0] < now_s and not math.isclose(nxt[0], now_s, rel_tol=1e-12, abs_tol=1e-15):
-                raise RuntimeError(
-                    f"flow {nxt[1]!r} drains at {nxt[0]!r} s, before {now_s!r} s: call advance() first"
-                )
-        if now_s > self._now:
-            self._move(now_s - self._now)
-
     def _ensure_rates(self) -> None:
         if not self._dirty:
             return
         self._dirty = False
         self.n_recomputes += 1
-        k = len(self._act)
-        if k == 0:
-            self._rate = np.zeros(0)
-            self._load = np.zeros(len(self._cap))
-            return
-        slots = np.fromiter((f.slot for f in self._act), dtype=np.int64, count=k)
-        a = self._inc[slots]  # k × R
-        fcap = self._flow_cap[slots]
+        flows = list(self._flows.values())
+        cap = self._cap
         if self.sharing == "maxmin":
-            rate = _maxmin(a, self._cap, fcap)
+            _maxmin(flows, cap)
+        elif self.sharing == "equal":
+            cnt: dict[int, int] = {}
+            for f in flows:
+                for r in f.res:
+                    cnt[r] = cnt.get(r, 0) + 1
+            for f in flows:
+                f.rate = min(min((cap[r] / cnt[r] for r in f.res), default=math.inf), f.cap)
         else:
-            used = a > 0
-            if self.sharing == "equal":
-                cnt = a.sum(axis=0)
-                share = np.divide(self._cap, cnt, out=np.full_like(self._cap, np.inf), where=cnt > 0)
-            else:
-                share = self._cap
-            rate = np.where(used, share[None, :], np.inf).min(axis=1) if a.shape[1] else np.full(k, np.inf)
-            rate = np.minimum(rate, fcap)
-        self._rate = rate
-        fin = np.where(np.isfinite(rate), rate, 0.0)
-        self._load = fin @ a
+            for f in flows:
+                f.rate = min(min((cap[r] for r in f.res), default=math.inf), f.cap)
+        best_t, best = math.inf, None
+        ts = self._t_sync
+        for f in flows:
+            rt = f.rate
+            t = ts + f.rem / rt if f.rem > 0.0 else ts
+            if t < best_t:
+                best_t, best = t, f
+        if self.bin_s is not None:
+            load = [0.0] * len(cap)
+            for f in flows:
+                if f.rate < math.inf:
+                    for r in f.res:
+                        load[r] += f.rate
+            self._load = np.asarray(load)
+            self._loaded = bool(flows)
+        self._next = None if best is None else (best_t, best)
 
 
-def _maxmin(a: np.ndarray, cap: np.ndarray, fcap: np.ndarray) -> np.ndarray:
-    """Max-min fair rates by progressive filling.
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15)
 
-    All unfrozen flows rise at the same pace; when a resource saturates (or a flow reaches its own cap) the
-    flows crossing it freeze. Each round freezes ≥ 1 flow, so there are at most ``k`` rounds (usually a few).
 
-    Args:
-        a: ``(k, R)`` 0/1 incidence of flows on resources.
-        cap: ``(R,)`` resource capacities, bytes/s.
-        fcap: ``(k,)`` per-flow caps, bytes/s (inf = none).
+def _maxmin(flows: Sequence[_Flow], cap: Sequence[float]) -> None:
+    """Set max-min fair rates (bytes/s) on ``flows`` by progressive filling.
+
+    All unfrozen flows rise together to a common level; when a resource saturates (or a flow reaches its own
+    cap) the flows crossing it freeze at that level. Each round freezes ≥ 1 flow, so there are at most
+    ``len(flows)`` rounds (a handful in practice). Pure Python: for the tens of flows of a chiplet package this
+    is faster than numpy's per-call overhead.
     """
-    k = a.shape[0]
-    rate = np.zeros(k)
-    live = np.ones(k, dtype=bool)
-    left = cap.astype(np.float64, copy=True)
-    while live.any():
-        cnt = live @ a  # unfrozen flows per resource
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(cnt > 0, left / cnt, np.inf)
-        s_res = share.min() if share.size else np.inf
-        head = np.where(live, fcap - rate, np.inf)
-        s_cap = head.min()
-        s = min(s_res, s_cap)
-        if not math.isfinite(s):  # flows that cross nothing and have no cap: unconstrained
-            rate[live] = np.inf
-            break
-        rate[live] += s
-        left -= s * cnt
-        tol = 1e-12 * max(s, 1.0)
-        sat = (cnt > 0) & (share <= s + tol)
-        frozen = live & ((a[:, sat].sum(axis=1) > 0) | (head <= s + tol))
-        live &= ~frozen
-        np.maximum(left, 0.0, out=left)
-    return rate
+    users: dict[int, list[_Flow]] = {}
+    for f in flows:
+        f.rate = -1.0  # -1 = not frozen yet
+        for r in f.res:
+            u = users.get(r)
+            if u is None:
+                users[r] = [f]
+            else:
+                u.append(f)
+    cnt = {r: len(u) for r, u in users.items()}
+    spare = {r: cap[r] for r in users}  # capacity not used by frozen flows
+    capped = sorted((f for f in flows if f.cap < math.inf), key=lambda f: f.cap)
+    ci = 0
+    n_live = len(flows)
+    while n_live:
+        level = math.inf
+        for r, c in cnt.items():
+            v = spare[r] / c
+            if v < level:
+                level = v
+        while ci < len(capped) and capped[ci].rate >= 0.0:
+            ci += 1
+        if ci < len(capped) and capped[ci].cap <= level:
+            level = capped[ci].cap
+        if level == math.inf:  # flows that cross nothing and have no cap: unconstrained
+            for f in flows:
+                if f.rate < 0.0:
+                    f.rate = math.inf
+            return
+        lim = level + 1e-12 * level
+        freeze = [f for r, c in cnt.items() if spare[r] / c <= lim for f in users[r] if f.rate < 0.0]
+        while ci < len(capped) and capped[ci].cap <= lim:
+            if capped[ci].rate < 0.0:
+                freeze.append(capped[ci])
+            ci += 1
+        for f in freeze:
+            if f.rate >= 0.0:
+                continue
+            f.rate = level
+            n_live -= 1
+            for r in f.res:
+                c = cnt[r] - 1
+                if c:
+                    cnt[r] = c
+                    spare[r] -= level
+                else:
+                    del cnt[r]
 
 
 def plot_link_heatmap(
