@@ -29,6 +29,9 @@ KINDS: dict[str, str] = {
     "design": "hydra_opt.system.design:validate_design_file",
     "chiplet_library": "hydra_opt.hardware.chiplets:validate_library_file",
     "memory": "hydra_opt.hardware.memory:validate_memory_file",
+    "search_space": "hydra_opt.dse.search_space:load_search_space",
+    "objective": "hydra_opt.dse.objectives:load_objectives",
+    "study": "hydra_opt.dse.study:load_study_spec",
 }
 
 #: parent folder name -> kind (used when a file has no ``kind:`` key).

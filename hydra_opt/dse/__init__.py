@@ -1,5 +1,40 @@
-"""dse layer."""
+"""dse layer: the Optuna plugin (the only package that imports optuna).
+
+Search spaces (YAML → Optuna distributions → design dicts), objectives, the promotion pruner, samplers by name,
+storages by URL, the study runner, artifacts, reports and the exhaustive mode. See ``docs/dse.md``.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from hydra_opt.dse.evaluators import Evaluator, HydraEvaluator, SimOutcome
+from hydra_opt.dse.objectives import METRICS, Metric, ObjectiveSpec, load_objectives
+from hydra_opt.dse.pruner import Promotion, PromotionPruner
+from hydra_opt.dse.samplers import SamplerSpec, make_sampler, worker_seed
+from hydra_opt.dse.search_space import SearchSpace, load_search_space
+from hydra_opt.dse.storages import make_storage, redact_url
+from hydra_opt.dse.study import RunOptions, RunSummary, StudySpec, load_study_spec, open_study, run_study
+
+__all__ = [
+    "Evaluator",
+    "HydraEvaluator",
+    "SimOutcome",
+    "METRICS",
+    "Metric",
+    "ObjectiveSpec",
+    "load_objectives",
+    "Promotion",
+    "PromotionPruner",
+    "SamplerSpec",
+    "make_sampler",
+    "worker_seed",
+    "SearchSpace",
+    "load_search_space",
+    "make_storage",
+    "redact_url",
+    "RunOptions",
+    "RunSummary",
+    "StudySpec",
+    "load_study_spec",
+    "open_study",
+    "run_study",
+]

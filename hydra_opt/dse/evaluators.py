@@ -1,0 +1,125 @@
+"""The evaluator protocol: what the study's objective needs from the layers below, and its real implementation.
+
+The objective only talks to an :class:`Evaluator`. :class:`HydraEvaluator` is the product implementation: designs
+are ``hydra_opt.system.design.DesignPoint``, feasibility is ``hydra_opt.system.design.feasibility``, estimates come
+from ``hydra_opt.evaluate.estimate`` (the Markov/fluid estimator) and simulations from
+``hydra_opt.evaluate.simulate`` (the event-driven simulator). Tests of the pruner, search spaces and study
+mechanics use small evaluators written in the tests, so they do not depend on the simulator's speed or numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Evaluator", "SimOutcome", "HydraEvaluator", "numeric_dict"]
+
+
+@dataclass
+class SimOutcome:
+    """A simulation's metrics plus the raw result (for artifacts: link utilisation, per-request metrics).
+
+    Attributes:
+        metrics: Flat ``{name: float}`` (``throughput_tok_s``, ``ttft_mean_s``, ``tpot_mean_s``, ...).
+        raw: The evaluator's result object (``SimResult``) or None.
+    """
+
+    metrics: dict[str, float]
+    raw: Any = None
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """What a study needs to score a design."""
+
+    def design(self, design: Mapping[str, Any]) -> Any:
+        """Build the design object from a design dict (raises ``ConfigError`` for a malformed dict)."""
+
+    def load(self, model: str, workload: str) -> tuple[Any, Any]:
+        """Load a (model, workload) pair by name or path."""
+
+    def feasibility(self, design: Any, model: Any) -> list[str]:
+        """Reasons the design cannot serve the model (empty = feasible); never raises for a bad design."""
+
+    def estimate(self, design: Any, model: Any, workload: Any) -> dict[str, float]:
+        """Fast estimate → flat metric dict."""
+
+    def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> SimOutcome:
+        """Full simulation → metrics and the raw result."""
+
+
+def numeric_dict(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """Flatten the finite numeric leaves of a nested mapping (``a.b`` keys for nested ones)."""
+    out: dict[str, float] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)):
+            if math.isfinite(float(v)) or prefix == "":
+                out[key] = float(v)
+        elif isinstance(v, Mapping):
+            out.update(numeric_dict(v, prefix=f"{key}."))
+    return out
+
+
+@dataclass
+class HydraEvaluator:
+    """The real evaluator (estimator + simulator of :mod:`hydra_opt.evaluate`).
+
+    Attributes:
+        estimate_options: Passed as ``options=`` to ``estimate``.
+        simulate_options: Passed as ``options=`` to ``simulate``.
+    """
+
+    estimate_options: Mapping[str, Any] | None = None
+    simulate_options: Mapping[str, Any] | None = None
+    _cache: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, repr=False)
+
+    def design(self, design: Mapping[str, Any]) -> Any:
+        from hydra_opt.system.design import DesignPoint
+
+        return DesignPoint.from_dict(dict(design))
+
+    def load(self, model: str, workload: str) -> tuple[Any, Any]:
+        key = (model, workload)
+        if key not in self._cache:
+            from hydra_opt.workload.models import load_model
+            from hydra_opt.workload.workload import load_workload
+
+            self._cache[key] = (load_model(model), load_workload(workload))
+        return self._cache[key]
+
+    def feasibility(self, design: Any, model: Any) -> list[str]:
+        from hydra_opt.system.design import feasibility
+
+        return list(feasibility(design, model))
+
+    def estimate(self, design: Any, model: Any, workload: Any) -> dict[str, float]:
+        from hydra_opt.evaluate import estimate
+
+        est = estimate(design, model, workload, options=self.estimate_options)
+        return _metrics_of(est, design)
+
+    def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> SimOutcome:
+        from hydra_opt.evaluate import simulate
+
+        res = simulate(design, model, workload, seed=seed, options=self.simulate_options)
+        return SimOutcome(_metrics_of(res, design), res)
+
+
+def _metrics_of(result: Any, design: Any) -> dict[str, float]:
+    """A result's flat metrics; area comes from the design when the result does not carry it."""
+    d = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+    out = numeric_dict(d)
+    for name in ("throughput_tok_s", "ttft_mean_s", "tpot_mean_s"):
+        if name not in out and hasattr(result, name):
+            out[name] = float(getattr(result, name))
+    if "area_mm2" not in out:
+        area = getattr(design, "area_mm2", None)
+        area = area() if callable(area) else area
+        if isinstance(area, (int, float)):
+            out["area_mm2"] = float(area)
+    return out

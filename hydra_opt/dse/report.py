@@ -1,0 +1,348 @@
+"""Reports of a study: Pareto front table with B* and M_T, CSV, interactive HTML, PNG, markdown, design export.
+
+Definitions (HYDRA §VI-B; METHODS §2g):
+
+* **front** — the non-dominated COMPLETE (simulated) feasible trials under the study's objectives;
+* **M_T** — the front design with the highest simulated throughput;
+* **B\\*** — among front designs whose throughput exceeds the *average* throughput of all simulated feasible
+  designs of the study, the one with the highest throughput/TTFT ratio (falls back to the whole front when none
+  exceeds the average). The HYDRA artifact averages over a TTFT "focus window" around the exhaustive front; a
+  study only simulates promoted designs, so hydra_opt averages over those (documented in ``docs/dse.md``).
+
+B* and M_T are defined when the objectives include ``throughput_tok_s`` and ``ttft_s``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from hydra_opt.config import ConfigError
+
+__all__ = [
+    "FrontRow",
+    "front_rows",
+    "pareto_mask",
+    "select_bstar_mt",
+    "hypervolume_2d",
+    "format_front_table",
+    "write_report",
+    "export_design",
+    "trials_frame",
+    "design_label",
+]
+
+
+def pareto_mask(points: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
+    """Mask of non-dominated rows (duplicates of a front point are all kept)."""
+    if len(points) == 0:
+        return np.zeros(0, dtype=bool)
+    sign = np.where(np.asarray(maximize), -1.0, 1.0)
+    p = np.asarray(points, dtype=float) * sign
+    le = np.all(p[None, :, :] <= p[:, None, :], axis=2)
+    lt = np.any(p[None, :, :] < p[:, None, :], axis=2)
+    return ~np.any(le & lt, axis=1)
+
+
+def select_bstar_mt(tp: np.ndarray, ttft: np.ndarray, front: np.ndarray, average_tp: float | None = None) -> tuple[int, int]:
+    """Indices (into the arrays) of B* and M_T; ``front`` is a boolean mask; ``average_tp`` defaults to mean(tp)."""
+    idx = np.flatnonzero(front)
+    if idx.size == 0:
+        return -1, -1
+    mt = int(idx[np.argmax(tp[idx])])
+    avg = float(np.mean(tp)) if average_tp is None else average_tp
+    above = idx[tp[idx] > avg]
+    pool = above if above.size else idx
+    ratio = tp[pool] / np.maximum(ttft[pool], 1e-30)
+    bstar = int(pool[np.argmax(ratio)])
+    return bstar, mt
+
+
+def hypervolume_2d(points: np.ndarray, reference: Sequence[float], maximize: Sequence[bool]) -> float:
+    """Hypervolume of 2-D points w.r.t. ``reference`` (area dominated by the points and bounded by it)."""
+    sign = np.where(np.asarray(maximize), -1.0, 1.0)
+    p = np.asarray(points, dtype=float).reshape(-1, 2) * sign
+    r = np.asarray(reference, dtype=float) * sign
+    p = p[np.all(p < r, axis=1)]
+    if len(p) == 0:
+        return 0.0
+    p = p[np.argsort(p[:, 0], kind="stable")]
+    # Minimisation orientation: sweep by x ascending, keep the staircase of strictly improving y.
+    stair = []
+    best_y = r[1]
+    for x, y in p:
+        if y < best_y:
+            stair.append((x, y))
+            best_y = y
+    hv = 0.0
+    for i, (x, y) in enumerate(stair):
+        x_next = stair[i + 1][0] if i + 1 < len(stair) else r[0]
+        hv += (x_next - x) * (r[1] - y)
+    return float(hv)
+
+
+def design_label(design: dict[str, Any] | None) -> str:
+    """Compact design text: ``tscs_d=17 tscs_p=5 HBM=2 D2D=256GB/s B=8``."""
+    if not design:
+        return "?"
+    parts = [f"{k}={v}" for k, v in (design.get("chiplets") or {}).items()]
+    parts.append(f"HBM={design.get('n_mem')}")
+    if "d2d_bw_gbps" in design:
+        parts.append(f"D2D={design['d2d_bw_gbps']}GB/s")
+    if "max_batch" in design:
+        parts.append(f"B={design['max_batch']}")
+    for k in ("placement", "batching", "scheduler"):
+        if k in design and design[k] not in ("cp", "static"):
+            parts.append(f"{k}={design[k]}")
+    if design.get("dynacore"):
+        parts.append("dynacore=" + ",".join(f"{k}:{v}" for k, v in design["dynacore"].items()))
+    return " ".join(parts)
+
+
+@dataclass
+class FrontRow:
+    """One trial on the simulated front."""
+
+    number: int
+    values: list[float]
+    est: list[float | None]
+    design: dict[str, Any]
+    mark: str = ""
+
+
+def _metrics(study: optuna.Study) -> list[str]:
+    names = study.user_attrs.get("hydra_opt_metrics")
+    if names:
+        return list(names)
+    return [f"obj{i}" for i in range(len(study.directions))]
+
+
+def _feasible(t: FrozenTrial) -> bool:
+    return all(float(c) <= 0 for c in t.user_attrs.get("constraints", ()))
+
+
+def front_rows(study: optuna.Study) -> tuple[list[FrontRow], dict[str, Any]]:
+    """The simulated Pareto front (sorted by the first objective) and facts (B*, M_T, average throughput)."""
+    metrics = _metrics(study)
+    maximize = [d == StudyDirection.MAXIMIZE for d in study.directions]
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.values and _feasible(t)]
+    # One row per distinct design (duplicates reuse values).
+    seen: set[str] = set()
+    uniq = []
+    for t in done:
+        k = t.user_attrs.get("design_key", str(t.number))
+        if k not in seen:
+            seen.add(k)
+            uniq.append(t)
+    facts: dict[str, Any] = {"bstar": None, "mt": None, "average_tp": None, "n_simulated": len(uniq)}
+    if not uniq:
+        return [], facts
+    vals = np.array([t.values for t in uniq], dtype=float)
+    mask = pareto_mask(vals, maximize)
+    rows = [
+        FrontRow(t.number, list(t.values), [t.user_attrs.get(f"est_{m}") for m in metrics], t.user_attrs.get("design", {}))
+        for t, keep in zip(uniq, mask)
+        if keep
+    ]
+    if "throughput_tok_s" in metrics and "ttft_s" in metrics:
+        i_tp, i_ttft = metrics.index("throughput_tok_s"), metrics.index("ttft_s")
+        tp, ttft = vals[:, i_tp], vals[:, i_ttft]
+        avg = float(np.mean(tp))
+        b, m = select_bstar_mt(tp, ttft, mask, avg)
+        facts.update(bstar=uniq[b].number, mt=uniq[m].number, average_tp=avg)
+        for r in rows:
+            marks = [s for s, n in (("B*", facts["bstar"]), ("M_T", facts["mt"])) if n == r.number]
+            r.mark = ",".join(marks)
+    rows.sort(key=lambda r: (r.values[0] if not maximize[0] else -r.values[0], r.number))
+    return rows, facts
+
+
+def format_front_table(study: optuna.Study, *, names: Sequence[str] | None = None) -> str:
+    """The front as a fixed-width text table (values simulated, estimates in parentheses)."""
+    rows, facts = front_rows(study)
+    metric_names = list(names or study.metric_names or _metrics(study))
+    if not rows:
+        return "Pareto front: no simulated feasible trial yet."
+    head = ["mark", "trial", *metric_names, *(f"est {n}" for n in metric_names), "design"]
+    lines = []
+    for r in rows:
+        lines.append(
+            [r.mark, str(r.number), *(_fmt(v) for v in r.values), *(_fmt(v) for v in r.est), design_label(r.design)]
+        )
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(head)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines]
+    if facts.get("average_tp") is not None:
+        out.append(
+            f"B* = best throughput/TTFT among front designs above the average simulated throughput "
+            f"({facts['average_tp']:.4g} tok/s over {facts['n_simulated']} simulated designs); M_T = max throughput."
+        )
+    return "\n".join(out)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    v = float(v)
+    if not math.isfinite(v):
+        return str(v)
+    return f"{v:.4g}"
+
+
+def trials_frame(study: optuna.Study):
+    """All trials as a pandas DataFrame: number, state, promotion, est_*, sim_*, feasibility, design columns."""
+    import pandas as pd
+
+    metrics = _metrics(study)
+    recs = []
+    for t in study.get_trials(deepcopy=False):
+        d = t.user_attrs.get("design") or {}
+        rec: dict[str, Any] = {
+            "trial": t.number,
+            "state": t.state.name,
+            "promotion": t.user_attrs.get("promotion", ""),
+            "feasible": _feasible(t) and "infeasible" not in t.user_attrs,
+            "infeasible": "; ".join(t.user_attrs.get("infeasible", [])),
+        }
+        for m in metrics:
+            rec[f"est_{m}"] = t.user_attrs.get(f"est_{m}")
+            rec[f"sim_{m}"] = t.user_attrs.get(f"sim_{m}")
+        for k, v in (d.get("chiplets") or {}).items():
+            rec[f"n_{k}"] = v
+        for k in ("n_mem", "memory", "d2d_bw_gbps", "max_batch", "placement", "batching", "scheduler", "precision"):
+            if k in d:
+                rec[k] = d[k]
+        rec["design_key"] = t.user_attrs.get("design_key")
+        recs.append(rec)
+    return pd.DataFrame.from_records(recs)
+
+
+def write_report(study: optuna.Study, out_dir: str | Path) -> dict[str, Path]:
+    """Write ``front.csv``, ``trials.csv``, ``pareto.html``, ``pareto.png`` and ``summary.md`` into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = _metrics(study)
+    names = list(study.metric_names or metrics)
+    rows, facts = front_rows(study)
+    df = trials_frame(study)
+    paths = {k: out / f for k, f in (("front", "front.csv"), ("trials", "trials.csv"), ("html", "pareto.html"),
+                                     ("png", "pareto.png"), ("summary", "summary.md"))}
+    df.to_csv(paths["trials"], index=False)
+    import pandas as pd
+
+    front = pd.DataFrame.from_records(
+        [{"mark": r.mark, "trial": r.number, **{f"sim_{m}": v for m, v in zip(metrics, r.values)},
+          **{f"est_{m}": v for m, v in zip(metrics, r.est)}, "design": design_label(r.design)} for r in rows]
+    )
+    front.to_csv(paths["front"], index=False)
+    _plots(df, rows, facts, metrics, names, paths)
+    _summary(study, df, rows, facts, metrics, names, paths)
+    return paths
+
+
+def _plots(df, rows, facts, metrics, names, paths) -> None:
+    if len(metrics) < 2:
+        paths["html"].write_text("<p>single-objective study: no Pareto plot</p>", encoding="utf-8")
+        return
+    mx, my = metrics[0], metrics[1]
+    est = df[df["feasible"] & df[f"est_{mx}"].notna()]
+    sim = df[df[f"sim_{mx}"].notna()]
+    front_ids = {r.number for r in rows}
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=est[f"est_{mx}"], y=est[f"est_{my}"], mode="markers", name="estimated (all feasible)",
+                             marker=dict(color="lightgray", size=6), text=est["trial"].map(lambda n: f"trial {n}")))
+    fig.add_trace(go.Scatter(x=sim[f"sim_{mx}"], y=sim[f"sim_{my}"], mode="markers", name="simulated (promoted)",
+                             marker=dict(color="royalblue", size=8), text=sim["trial"].map(lambda n: f"trial {n}")))
+    fr = sim[sim["trial"].isin(front_ids)].sort_values(f"sim_{mx}")
+    fig.add_trace(go.Scatter(x=fr[f"sim_{mx}"], y=fr[f"sim_{my}"], mode="lines+markers", name="simulated front",
+                             line=dict(color="crimson"), marker=dict(color="crimson", size=10)))
+    for key, sym in (("bstar", "star"), ("mt", "triangle-up")):
+        n = facts.get(key)
+        if n is None:
+            continue
+        row = sim[sim["trial"] == n]
+        fig.add_trace(go.Scatter(x=row[f"sim_{mx}"], y=row[f"sim_{my}"], mode="markers+text",
+                                 name="B*" if key == "bstar" else "M_T", text=["B*" if key == "bstar" else "M_T"],
+                                 textposition="top center", marker=dict(symbol=sym, size=18, color="gold",
+                                                                        line=dict(color="black", width=1))))
+    fig.update_layout(title="Pareto front: estimated vs simulated", xaxis_title=names[0], yaxis_title=names[1],
+                      template="plotly_white")
+    fig.write_html(str(paths["html"]), include_plotlyjs="cdn")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figm, ax = plt.subplots(figsize=(7, 5), dpi=120)
+    ax.scatter(est[f"est_{mx}"], est[f"est_{my}"], s=10, c="lightgray", label="estimated (all feasible)")
+    ax.scatter(sim[f"sim_{mx}"], sim[f"sim_{my}"], s=18, c="royalblue", label="simulated (promoted)")
+    ax.plot(fr[f"sim_{mx}"], fr[f"sim_{my}"], "-o", c="crimson", ms=5, label="simulated front")
+    for key, mk, lab in (("bstar", "*", "B*"), ("mt", "^", "M_T")):
+        n = facts.get(key)
+        if n is not None:
+            row = sim[sim["trial"] == n]
+            ax.scatter(row[f"sim_{mx}"], row[f"sim_{my}"], s=220, marker=mk, c="gold", edgecolors="k", label=lab, zorder=5)
+    ax.set_xlabel(names[0])
+    ax.set_ylabel(names[1])
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    figm.tight_layout()
+    figm.savefig(paths["png"])
+    plt.close(figm)
+
+
+def _summary(study, df, rows, facts, metrics, names, paths) -> None:
+    n = len(df)
+    by = df["state"].value_counts().to_dict() if n else {}
+    infeasible = int((df["infeasible"] != "").sum()) if n else 0
+    complete = by.get("COMPLETE", 0)
+    feasible_finished = complete + by.get("PRUNED", 0) - infeasible
+    lines = [
+        f"# Study `{study.study_name}`",
+        "",
+        f"- trials: {n} ({', '.join(f'{k} {v}' for k, v in sorted(by.items()))})",
+        f"- infeasible (PRUNED with constraint > 0): {infeasible}",
+        f"- promotion rate: {complete / feasible_finished:.1%} of feasible finished trials simulated" if feasible_finished else "- promotion rate: n/a",
+        f"- objectives: {', '.join(names)}",
+        "",
+        "## Pareto front (simulated)",
+        "",
+        "| mark | trial | " + " | ".join(names) + " | design |",
+        "|---|---|" + "---|" * len(names) + "---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r.mark} | {r.number} | " + " | ".join(_fmt(v) for v in r.values) + f" | {design_label(r.design)} |")
+    if facts.get("average_tp") is not None:
+        lines += ["", f"B* = highest throughput/TTFT among front designs above the average simulated throughput "
+                      f"({facts['average_tp']:.4g} tok/s); M_T = highest throughput (HYDRA §VI-B)."]
+    lines += ["", "Files: `front.csv`, `trials.csv`, `pareto.html`, `pareto.png`."]
+    paths["summary"].write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def export_design(study: optuna.Study, number: int, path: str | Path) -> Path:
+    """Write trial ``number``'s design as ``kind: design`` YAML (accepted by ``python -m hydra_opt simulate``)."""
+    from hydra_opt.dse.artifacts import write_design_yaml
+
+    trials = [t for t in study.get_trials(deepcopy=False) if t.number == number]
+    if not trials:
+        raise ConfigError(f"is not a trial of study {study.study_name!r} (it has {len(study.trials)})",
+                          key="--export-design", value=number)
+    design = trials[0].user_attrs.get("design")
+    if not design:
+        raise ConfigError("has no stored design", key="--export-design", value=number)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    write_design_yaml(design, p, header=f"trial {number} of study {study.study_name} ({trials[0].state.name})")
+    return p
