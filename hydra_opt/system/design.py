@@ -61,6 +61,13 @@ FALLBACK_PRECISIONS: tuple[str, ...] = ("fp16", "bf16", "int8", "fp8", "w8a8", "
 MAX_BATCH_LIMIT = 1 << 20
 _MAX_COUNT = 4096
 _MAX_GRID = 64
+#: Keys of a design file, of its ``package:`` and of its ``dynacore:`` mapping.
+DESIGN_KEYS: tuple[str, ...] = (
+    "kind", "name", "chiplets", "memory", "n_mem", "d2d_bw_gbps", "max_batch", "placement", "batching", "scheduler",
+    "precision", "package", "dynacore",
+)
+PACKAGE_KEYS: tuple[str, ...] = ("grid_w", "grid_h", "slot_area_mm2")
+DYNACORE_KEYS: tuple[str, ...] = ("core_size", "meu_policy", "meu_shape", "prefill_precision", "decode_precision")
 
 
 def known_precisions() -> tuple[str, ...] | None:
@@ -81,6 +88,8 @@ def known_precisions() -> tuple[str, ...] | None:
 
 
 def _check_precision(value: str, *, file: str | None, key: str) -> None:
+    if value in FALLBACK_PRECISIONS:
+        return  # the contract's names; skips importing the (numpy-heavy) workload layer for `validate`
     try:
         from hydra_opt.workload.precision import get_precision
     except ImportError:
@@ -316,11 +325,11 @@ def _from_node(root: Node) -> DesignPoint:
         grid_w = pkg.get("grid_w", 6).int(minimum=1, maximum=_MAX_GRID)
         grid_h = pkg.get("grid_h", 4).int(minimum=1, maximum=_MAX_GRID)
         slot = pkg.get("slot_area_mm2", 144.0).number(positive=True, maximum=1e5)
-        pkg.done()
+        pkg.done(PACKAGE_KEYS)
     dyn = None
     if root.has("dynacore") and root.data.get("dynacore") is not None:
         dyn = _dynacore(root.get("dynacore"))
-    root.done()
+    root.done(DESIGN_KEYS)
     try:
         return DesignPoint(
             counts=counts,
@@ -356,7 +365,7 @@ def _dynacore(n: Node) -> DynaCoreSettings:
     dec = dec_node.str(max_len=64)
     _check_precision(pre, file=n.file, key=pre_node.key)
     _check_precision(dec, file=n.file, key=dec_node.key)
-    n.done()
+    n.done(DYNACORE_KEYS)
     try:
         return DynaCoreSettings(core_size, policy, shape, pre, dec)
     except ConfigError as exc:
