@@ -1,0 +1,688 @@
+"""Chiplet placement on the package grid (HYDRA Sec. IV-A): memories on the ring, compute near its memory.
+
+Policies (docs/noi_placement.md):
+
+* ``cp`` — communication-aware (HYDRA "CP"), two steps:
+
+  1. *Memory step.* Memory chiplets take the first ``n_mem`` slots of a fixed ring order. For a hybrid model they
+     are split into a Mamba group (the ``N_M`` lowest node ids) and an attention group (the rest), choosing
+     ``N_M`` to maximise ``min(r_M, r_A)`` of Eq. (1): ``r_f = max(0, ⌊(N_f·C_mem − W_f) / S_f⌋)``, the number
+     of concurrent requests whose per-request memory ``S_f`` (Mamba: recurrent + conv state; attention: KV at
+     ``context_tokens``) fits next to the family's weights ``W_f`` (``split="capacity"``, our default). The
+     artifact's bandwidth variant (``split="bandwidth"``, paper preset) scores
+     ``r_M = ⌊(BW/⌈L_M/N_M⌉)/100⌋, r_A = ⌊(BW/⌈L_A/N_A⌉)/200⌋`` instead. Ties: a split whose weights fit
+     first, then the larger ``r_M + r_A``, then the larger ``N_M``. Each block's weights go to one memory of
+     its family's group, in contiguous chunks of the model order.
+  2. *Compute step* (Eq. 2). A compute chiplet ``c`` at slot ``p`` costs ``v(c)·Σ_h d(p, h)`` over the memories
+     ``h`` holding weights of the block families it runs (Manhattan distance ``d``; volume weight ``v``:
+     1 for prefill, 4 for decode chiplets — the ratio of the artifact's per-task bandwidths 64:256 GB/s). The
+     groups are placed one after another, larger first, each by an exact minimum-cost assignment of its
+     chiplets to the still-free slots (``scipy.optimize.linear_sum_assignment``): the optimum of Eq. (2) for
+     that group given the earlier ones, where the paper draws 1,000 random shuffles over a candidate region.
+     ``cp_order="joint"`` instead solves one assignment over all chiplets: the exact minimum of the total.
+
+* ``rr`` — round robin: compute types dealt cyclically over the free slots in node-id order; block ``i``'s
+  weights on memory ``i mod n_mem``.
+* ``random`` — compute chiplets on a seeded random permutation of the free slots; each block's weights on the
+  first memory with room in a seeded random order.
+
+Slots/nodes are numbered ``x·height + y`` like :class:`hydra_opt.system.package.Package` and
+:class:`hydra_opt.hardware.noi.Mesh`. Everything is deterministic for a given seed (only ``random`` uses it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+__all__ = [
+    "BlockSpec",
+    "ComputeSpec",
+    "PlacementProblem",
+    "Placement",
+    "PlacedChiplet",
+    "PlacementError",
+    "PLACEMENT_POLICIES",
+    "DEFAULT_PHASE_VOLUME",
+    "ring_order",
+    "split_memories",
+    "group_concurrency",
+    "place_problem",
+    "placement_problem",
+    "place",
+    "eq2_cost",
+]
+
+#: Placement policies.
+PLACEMENT_POLICIES: tuple[str, ...] = ("cp", "rr", "random")
+#: Eq. (2) volume weight of a chiplet per phase it serves (a dual-phase chiplet gets the mean).
+DEFAULT_PHASE_VOLUME: dict[str, float] = {"prefill": 1.0, "decode": 4.0}
+# Artifact's per-request bandwidth demand constants of the bandwidth split (GB/s), METHODS §2d.
+_BW_DEMAND_GBPS = {"mamba": 100.0, "attention": 200.0}
+# Artifact's ring order for the 6 x 4 package (METHODS §2d), as (x, y).
+_ARTIFACT_RING_6X4 = (
+    (0, 2), (5, 2), (0, 1), (5, 1),
+    (3, 0), (3, 3), (4, 0), (4, 3), (2, 0), (2, 3), (1, 0), (1, 3),
+    (0, 0), (5, 3), (5, 0), (0, 3),
+)  # fmt: skip
+
+
+class PlacementError(ValueError):
+    """The chiplets cannot be placed (too many for the grid or ring, or weights that do not fit)."""
+
+
+@dataclass(frozen=True)
+class ComputeSpec:
+    """One compute chiplet instance to place.
+
+    Attributes:
+        name: Library name (``tscs_p``...).
+        families: Block families it runs.
+        phases: Phases it runs.
+        volume: Eq. (2) communication-volume weight ``v``; 0 = from :data:`DEFAULT_PHASE_VOLUME`.
+    """
+
+    name: str
+    families: frozenset[str]
+    phases: frozenset[str]
+    volume: float = 0.0
+
+    @property
+    def weight(self) -> float:
+        """The volume weight used in Eq. (2)."""
+        if self.volume > 0:
+            return self.volume
+        vals = [DEFAULT_PHASE_VOLUME[p] for p in sorted(self.phases) if p in DEFAULT_PHASE_VOLUME]
+        return sum(vals) / len(vals) if vals else 1.0
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """One model block, as placement sees it.
+
+    Attributes:
+        family: ``"attention"`` or ``"mamba"``.
+        weight_bytes: Weight bytes, bytes.
+        kv_bytes_per_token: KV-cache bytes per context token per request, bytes.
+        state_bytes: Recurrent/conv state bytes per request, bytes.
+        kind: Block type label (blocks with equal labels are chunked together by ``weights="chunks"``).
+    """
+
+    family: str
+    weight_bytes: float
+    kv_bytes_per_token: float = 0.0
+    state_bytes: float = 0.0
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class PlacementProblem:
+    """Plain input of placement (decoupled from DesignPoint/Model; see :func:`placement_problem`).
+
+    Attributes:
+        width, height: Grid size (slots).
+        compute: One entry per compute chiplet instance (their order is the chiplet index order).
+        n_mem: Number of memory chiplets.
+        mem_capacity_bytes: Capacity of one memory chiplet, bytes.
+        blocks: The model's blocks in order.
+        mem_bw_gbps: Interface bandwidth of one memory chiplet, GB/s (bandwidth split only).
+        context_tokens: Context length whose KV cache one request reserves in Eq. (1), tokens.
+        mem_name: Label of memory slots in :attr:`Placement.grid`.
+    """
+
+    width: int
+    height: int
+    compute: tuple[ComputeSpec, ...]
+    n_mem: int
+    mem_capacity_bytes: float
+    blocks: tuple[BlockSpec, ...]
+    mem_bw_gbps: float = 600.0
+    context_tokens: int = 4096
+    mem_name: str = "hbm"
+
+    def family_blocks(self, family: str) -> list[int]:
+        """Indices of the blocks of ``family``."""
+        return [i for i, b in enumerate(self.blocks) if b.family == family]
+
+
+@dataclass(frozen=True)
+class PlacedChiplet:
+    """A compute chiplet and its slot.
+
+    Attributes:
+        index: Chiplet index (order of :attr:`PlacementProblem.compute`).
+        name: Library name.
+        slot: Node id.
+        families, phases: What it runs.
+    """
+
+    index: int
+    name: str
+    slot: int
+    families: frozenset[str]
+    phases: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A placed package.
+
+    Attributes:
+        width, height: Grid size.
+        grid: Occupant label of each slot (``""`` empty, the memory name, or a compute chiplet name).
+        chiplets: Compute chiplets in index order.
+        mem_slots: Node id of each memory chiplet; memory indices ascend with node id.
+        mem_groups: Family group of each memory (``"mamba"``, ``"attention"``, ``"shared"`` or ``"any"`` when
+            the policy makes no groups).
+        weight_map: Memory index holding each block's weights.
+        cost: Eq. (2) objective of this placement (volume-weighted Manhattan distance), hop·weight units.
+        concurrency: ``(r_M, r_A)`` of Eq. (1) for the memory split (requests; inf when a family needs none;
+            nan when the policy makes no split).
+        policy: ``cp``, ``rr`` or ``random``.
+        seed: Seed used (``random`` only).
+    """
+
+    width: int
+    height: int
+    grid: tuple[str, ...]
+    chiplets: tuple[PlacedChiplet, ...]
+    mem_slots: tuple[int, ...]
+    mem_groups: tuple[str, ...]
+    weight_map: tuple[int, ...]
+    cost: float
+    concurrency: tuple[float, float] = (math.nan, math.nan)
+    policy: str = "cp"
+    seed: int = 0
+    mem_weight_bytes: tuple[float, ...] = field(default=(), compare=False)
+
+    @property
+    def chiplet_slots(self) -> tuple[int, ...]:
+        """Node id of each compute chiplet."""
+        return tuple(c.slot for c in self.chiplets)
+
+    def block_slot(self, block: int) -> int:
+        """Node id of the memory holding ``block``'s weights."""
+        return self.mem_slots[self.weight_map[block]]
+
+    def hops(self, a: int, b: int) -> int:
+        """Manhattan distance between two slots."""
+        return abs(a // self.height - b // self.height) + abs(a % self.height - b % self.height)
+
+    def render(self) -> str:
+        """The grid as text, top row (largest y) first."""
+        w = max(6, max((len(g) for g in self.grid), default=1))
+        rows = []
+        for y in reversed(range(self.height)):
+            rows.append(" ".join((self.grid[x * self.height + y] or ".").ljust(w) for x in range(self.width)))
+        return "\n".join(rows)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Step 1: memories
+# ---------------------------------------------------------------------------------------------------------------
+def ring_order(width: int, height: int, style: str = "spread") -> list[int]:
+    """Ring slots in the order memories take them.
+
+    Args:
+        width, height: Grid size.
+        style: ``"spread"`` (default): edge slots before corners, nearest to the middle of their edge first
+            (so few memories sit mid-edge, where most slots are near), ties by edge (left, right, bottom, top)
+            then node id. ``"artifact"``: the HYDRA artifact's fixed 6×4 order (METHODS §2d; 6×4 only).
+    """
+    if style == "artifact":
+        if (width, height) != (6, 4):
+            raise PlacementError(f"the artifact's ring order exists only for a 6x4 grid, not {width}x{height}")
+        return [x * height + y for x, y in _ARTIFACT_RING_6X4]
+    if style != "spread":
+        raise ValueError(f"unknown ring order {style!r}")
+    keys = []
+    for x in range(width):
+        for y in range(height):
+            vert = x in (0, width - 1)
+            horiz = y in (0, height - 1)
+            if not (vert or horiz):
+                continue
+            corner = vert and horiz
+            if vert and not corner:
+                dist, edge = abs(y - (height - 1) / 2), (0 if x == 0 else 1)
+            elif horiz and not corner:
+                dist, edge = abs(x - (width - 1) / 2), (2 if y == 0 else 3)
+            else:
+                dist, edge = 0.0, 0
+            keys.append((corner, dist, edge, x * height + y))
+    return [k[-1] for k in sorted(keys)]
+
+
+def group_concurrency(
+    problem: PlacementProblem, n_m: int, *, split: str = "capacity"
+) -> tuple[float, float]:
+    """``(r_M, r_A)`` of Eq. (1) when ``n_m`` memories serve Mamba and the rest attention.
+
+    ``split="capacity"``: ``r_f = max(0, ⌊(N_f·C − W_f)/S_f⌋)`` (inf if ``S_f = 0`` and the weights fit; inf for
+    a family without blocks). ``split="bandwidth"``: the artifact's ``⌊(BW/⌈L_f/N_f⌉)/D_f⌋`` with
+    ``D_M = 100``, ``D_A = 200`` GB/s.
+    """
+    out = []
+    for fam, n in (("mamba", n_m), ("attention", problem.n_mem - n_m)):
+        idx = problem.family_blocks(fam)
+        if not idx:
+            out.append(math.inf)
+            continue
+        if n <= 0:
+            out.append(0.0)
+            continue
+        if split == "bandwidth":
+            per_mem = math.ceil(len(idx) / n)
+            out.append(float(math.floor((problem.mem_bw_gbps / per_mem) / _BW_DEMAND_GBPS[fam])))
+            continue
+        if split != "capacity":
+            raise ValueError(f"unknown split {split!r}")
+        weights = sum(problem.blocks[i].weight_bytes for i in idx)
+        # Per-request memory: recurrent/conv state + KV cache at the reserved context (either may be 0).
+        per_req = sum(
+            problem.blocks[i].state_bytes + problem.blocks[i].kv_bytes_per_token * problem.context_tokens for i in idx
+        )
+        free = n * problem.mem_capacity_bytes - weights
+        if free < 0:
+            out.append(0.0)
+        elif per_req <= 0:
+            out.append(math.inf)
+        else:
+            out.append(float(math.floor(free / per_req)))
+    return out[0], out[1]
+
+
+def split_memories(problem: PlacementProblem, *, split: str = "capacity", weights: str = "balanced") -> int:
+    """Number of memories ``N_M`` for the Mamba group (HYDRA Eq. 1; see the module docstring for ties).
+
+    Pure models give all memories to their family (``n_mem`` for Mamba-only, 0 for attention-only). A hybrid
+    model needs ≥ 2 memories to split (with one, both families share it: returns 1 and the caller shares).
+    """
+    has_m = bool(problem.family_blocks("mamba"))
+    has_a = bool(problem.family_blocks("attention"))
+    m = problem.n_mem
+    if not has_a:
+        return m
+    if not has_m:
+        return 0
+    if m < 2:
+        return m
+    best_key, best_n = None, 1
+    lo, hi = 1, m - 1
+    if split == "bandwidth":  # the artifact clamps groups to at most one memory per block
+        lo = max(lo, m - len(problem.family_blocks("attention")))
+        hi = min(hi, len(problem.family_blocks("mamba")))
+        if lo > hi:
+            lo, hi = 1, m - 1
+    for n_m in range(lo, hi + 1):
+        r_m, r_a = group_concurrency(problem, n_m, split=split)
+        fits = _weight_map_fits(problem, n_m, weights)
+        key = (fits, min(r_m, r_a), _finite_sum(r_m, r_a), n_m)
+        if best_key is None or key > best_key:
+            best_key, best_n = key, n_m
+    return best_n
+
+
+def _finite_sum(a: float, b: float) -> float:
+    return (a if math.isfinite(a) else 0.0) + (b if math.isfinite(b) else 0.0)
+
+
+def _groups(problem: PlacementProblem, n_m: int) -> tuple[list[str], dict[str, list[int]]]:
+    """Per-memory group label and family → memory indices (memory indices ascend with node id)."""
+    m = problem.n_mem
+    has_m = bool(problem.family_blocks("mamba"))
+    has_a = bool(problem.family_blocks("attention"))
+    if has_m and has_a and m == 1:
+        return ["shared"], {"mamba": [0], "attention": [0]}
+    labels = ["mamba"] * n_m + ["attention"] * (m - n_m)
+    return labels, {"mamba": list(range(n_m)), "attention": list(range(n_m, m))}
+
+
+def _contiguous_balanced(sizes: Sequence[float], k: int) -> list[int]:
+    """Split ``sizes`` (in order) into ``min(k, n)`` non-empty contiguous parts minimising the largest sum.
+
+    Returns the part index of each item. Exact (dynamic programming); ties resolved toward earlier, larger parts.
+    """
+    n = len(sizes)
+    if n == 0:
+        return []
+    k = min(k, n)
+    pre = np.concatenate([[0.0], np.cumsum(sizes)])
+    inf = math.inf
+    # best[j][i]: min over splits of items[:i] into j parts of the largest part; cut[j][i]: start of last part.
+    best = [[inf] * (n + 1) for _ in range(k + 1)]
+    cut = [[0] * (n + 1) for _ in range(k + 1)]
+    best[0][0] = 0.0
+    for j in range(1, k + 1):
+        for i in range(j, n - (k - j) + 1):
+            bj, cj = inf, j - 1
+            for s in range(j - 1, i):
+                v = max(best[j - 1][s], pre[i] - pre[s])
+                if v < bj - 1e-9 * max(1.0, v):
+                    bj, cj = v, s
+            best[j][i], cut[j][i] = bj, cj
+    part = [0] * n
+    i = n
+    for j in range(k, 0, -1):
+        s = cut[j][i]
+        for t in range(s, i):
+            part[t] = j - 1
+        i = s
+    return part
+
+
+def _chunked(kinds: Sequence[str], k: int) -> list[int]:
+    """The artifact's chunks: per block kind, ⌊n/k⌋ consecutive blocks per memory, the first n mod k one more."""
+    part = [0] * len(kinds)
+    order: list[str] = []
+    for kd in kinds:
+        if kd not in order:
+            order.append(kd)
+    for kd in order:
+        idx = [i for i, x in enumerate(kinds) if x == kd]
+        n = len(idx)
+        q, r = divmod(n, k)
+        pos = 0
+        for mem in range(k):
+            take = q + (1 if mem < r else 0)
+            for i in idx[pos : pos + take]:
+                part[i] = mem
+            pos += take
+    return part
+
+
+def _cp_weight_map(problem: PlacementProblem, n_m: int, weights: str) -> list[int]:
+    _, members = _groups(problem, n_m)
+    wmap = [0] * len(problem.blocks)
+    for fam in ("mamba", "attention"):
+        idx = problem.family_blocks(fam)
+        mems = members[fam]
+        if not idx:
+            continue
+        if not mems:  # a family without memories (only when n_mem is 0, rejected earlier)
+            raise PlacementError(f"no memory chiplet for the {fam} blocks")
+        if weights == "balanced":
+            part = _contiguous_balanced([problem.blocks[i].weight_bytes for i in idx], len(mems))
+        elif weights == "chunks":
+            part = _chunked([problem.blocks[i].kind for i in idx], len(mems))
+        else:
+            raise ValueError(f"unknown weight policy {weights!r}")
+        for i, p in zip(idx, part):
+            wmap[i] = mems[p]
+    return wmap
+
+
+def _mem_bytes(problem: PlacementProblem, wmap: Sequence[int]) -> list[float]:
+    out = [0.0] * problem.n_mem
+    for b, m in zip(problem.blocks, wmap):
+        out[m] += b.weight_bytes
+    return out
+
+
+def _weight_map_fits(problem: PlacementProblem, n_m: int, weights: str) -> bool:
+    try:
+        wmap = _cp_weight_map(problem, n_m, weights)
+    except PlacementError:
+        return False
+    return max(_mem_bytes(problem, wmap), default=0.0) <= problem.mem_capacity_bytes
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Step 2: compute
+# ---------------------------------------------------------------------------------------------------------------
+def _partners(problem: PlacementProblem, wmap: Sequence[int]) -> list[list[int]]:
+    """Per compute chiplet: memory indices holding weights of the families it runs (Eq. 2's Loc)."""
+    fam_mems: dict[str, set[int]] = {}
+    for b, m in zip(problem.blocks, wmap):
+        fam_mems.setdefault(b.family, set()).add(m)
+    return [sorted(set().union(*(fam_mems.get(f, set()) for f in c.families))) for c in problem.compute]
+
+
+def eq2_cost(
+    problem: PlacementProblem, chip_slots: Sequence[int], mem_slots: Sequence[int], wmap: Sequence[int]
+) -> float:
+    """Eq. (2) summed over all compute chiplets: ``Σ_c v(c) Σ_{h ∈ Loc(c)} d(p(c), h)``."""
+    h = problem.height
+    total = 0.0
+    for c, slot, mems in zip(problem.compute, chip_slots, _partners(problem, wmap)):
+        d = sum(abs(slot // h - mem_slots[m] // h) + abs(slot % h - mem_slots[m] % h) for m in mems)
+        total += c.weight * d
+    return total
+
+
+def _cost_matrix(problem: PlacementProblem, chips: Sequence[int], slots: Sequence[int], mem_slots, partners):
+    h = problem.height
+    sx = np.array([s // h for s in slots])
+    sy = np.array([s % h for s in slots])
+    out = np.zeros((len(chips), len(slots)))
+    for r, c in enumerate(chips):
+        ms = [mem_slots[m] for m in partners[c]]
+        if ms:
+            mx = np.array([m // h for m in ms])[:, None]
+            my = np.array([m % h for m in ms])[:, None]
+            out[r] = problem.compute[c].weight * (np.abs(sx - mx) + np.abs(sy - my)).sum(axis=0)
+    return out
+
+
+def _group_key(c: ComputeSpec) -> str:
+    if c.families == frozenset({"mamba"}):
+        return "mamba"
+    if c.families == frozenset({"attention"}):
+        return "attention"
+    return "both"
+
+
+def _cp_compute(problem: PlacementProblem, free: list[int], mem_slots, wmap, order: str) -> list[int]:
+    partners = _partners(problem, wmap)
+    n = len(problem.compute)
+    chip_slot = [-1] * n
+    if order == "joint":
+        groups = [list(range(n))]
+    elif order == "sequential":
+        by: dict[str, list[int]] = {}
+        for i, c in enumerate(problem.compute):
+            by.setdefault(_group_key(c), []).append(i)
+        rank = {"mamba": 0, "attention": 1, "both": 2}
+        # Larger group first (HYDRA Sec. IV-A); ties: Mamba, attention, dual-family.
+        groups = [by[k] for k in sorted(by, key=lambda k: (-len(by[k]), rank[k]))]
+    else:
+        raise ValueError(f"unknown cp_order {order!r}")
+    avail = sorted(free)
+    for chips in groups:
+        cost = _cost_matrix(problem, chips, avail, mem_slots, partners)
+        rows, cols = linear_sum_assignment(cost)
+        taken = set()
+        for r, col in zip(rows, cols):
+            chip_slot[chips[r]] = avail[col]
+            taken.add(avail[col])
+        avail = [s for s in avail if s not in taken]
+    return chip_slot
+
+
+def _rr_compute(problem: PlacementProblem, free: list[int]) -> list[int]:
+    types: list[str] = []
+    by: dict[str, list[int]] = {}
+    for i, c in enumerate(problem.compute):
+        if c.name not in by:
+            types.append(c.name)
+            by[c.name] = []
+        by[c.name].append(i)
+    chip_slot = [-1] * len(problem.compute)
+    cursor = {t: 0 for t in types}
+    slots = iter(sorted(free))
+    placed, t = 0, 0
+    while placed < len(problem.compute):
+        name = types[t % len(types)]
+        t += 1
+        if cursor[name] < len(by[name]):
+            chip_slot[by[name][cursor[name]]] = next(slots)
+            cursor[name] += 1
+            placed += 1
+    return chip_slot
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------------------------------------------
+def place_problem(
+    problem: PlacementProblem,
+    policy: str = "cp",
+    *,
+    seed: int = 0,
+    split: str = "capacity",
+    ring: str = "spread",
+    cp_order: str = "sequential",
+    weights: str = "balanced",
+) -> Placement:
+    """Place a :class:`PlacementProblem`.
+
+    Args:
+        problem: What to place.
+        policy: ``cp``, ``rr`` or ``random``.
+        seed: Seed of the ``random`` policy.
+        split: Memory split of ``cp``: ``capacity`` (Eq. 1, default) or ``bandwidth`` (artifact).
+        ring: Ring order of memory slots: ``spread`` (default) or ``artifact`` (6×4 only).
+        cp_order: ``sequential`` (larger group first, exact per group; the paper's procedure) or ``joint``.
+        weights: Weight chunks of ``cp``: ``balanced`` (contiguous, minimum largest memory; default) or
+            ``chunks`` (the artifact's per-block-kind equal counts).
+
+    Raises:
+        PlacementError: Too many chiplets for the grid, memories for the ring, or weights that do not fit.
+    """
+    if policy not in PLACEMENT_POLICIES:
+        raise ValueError(f"placement policy must be one of {PLACEMENT_POLICIES}, got {policy!r}")
+    w, h = problem.width, problem.height
+    n_comp = len(problem.compute)
+    if problem.n_mem < 1 and problem.blocks:
+        raise PlacementError("no memory chiplet to hold the weights")
+    order = ring_order(w, h, ring)
+    if problem.n_mem > len(order):
+        raise PlacementError(f"{problem.n_mem} memory chiplets do not fit the {len(order)} ring slots of {w}x{h}")
+    if n_comp + problem.n_mem > w * h:
+        raise PlacementError(f"{n_comp} compute + {problem.n_mem} memory chiplets exceed the {w * h} slots of {w}x{h}")
+    mem_slots = tuple(sorted(order[: problem.n_mem]))
+    free = [s for s in range(w * h) if s not in set(mem_slots)]
+    concurrency = (math.nan, math.nan)
+    if policy == "cp":
+        n_m = split_memories(problem, split=split, weights=weights)
+        labels, _ = _groups(problem, n_m)
+        concurrency = group_concurrency(problem, n_m, split=split) if problem.n_mem >= 2 else concurrency
+        wmap = _cp_weight_map(problem, n_m, weights)
+        chip_slot = _cp_compute(problem, free, mem_slots, wmap, cp_order)
+    elif policy == "rr":
+        labels = ["any"] * problem.n_mem
+        wmap = [i % problem.n_mem for i in range(len(problem.blocks))]
+        chip_slot = _rr_compute(problem, free)
+    else:
+        rng = np.random.default_rng(seed)
+        labels = ["any"] * problem.n_mem
+        perm = rng.permutation(len(free))
+        chip_slot = [free[int(perm[i])] for i in range(n_comp)]
+        room = [problem.mem_capacity_bytes] * problem.n_mem
+        wmap = []
+        for b in problem.blocks:
+            for m in rng.permutation(problem.n_mem):
+                if room[int(m)] >= b.weight_bytes:
+                    break
+            else:
+                m = int(np.argmax(room))
+            room[int(m)] -= b.weight_bytes
+            wmap.append(int(m))
+    used = _mem_bytes(problem, wmap)
+    over = [i for i, u in enumerate(used) if u > problem.mem_capacity_bytes]
+    if over:
+        raise PlacementError(
+            f"weights do not fit: memory {over[0]} would hold {used[over[0]] / 2**30:.2f} GiB "
+            f"> capacity {problem.mem_capacity_bytes / 2**30:.2f} GiB ({policy} placement)"
+        )
+    grid = [""] * (w * h)
+    for s in mem_slots:
+        grid[s] = problem.mem_name
+    chips = []
+    for i, (c, s) in enumerate(zip(problem.compute, chip_slot)):
+        grid[s] = c.name
+        chips.append(PlacedChiplet(i, c.name, s, c.families, c.phases))
+    return Placement(
+        width=w,
+        height=h,
+        grid=tuple(grid),
+        chiplets=tuple(chips),
+        mem_slots=mem_slots,
+        mem_groups=tuple(labels),
+        weight_map=tuple(int(m) for m in wmap),
+        cost=eq2_cost(problem, chip_slot, mem_slots, wmap),
+        concurrency=(float(concurrency[0]), float(concurrency[1])),
+        policy=policy,
+        seed=int(seed),
+        mem_weight_bytes=tuple(used),
+    )
+
+
+def placement_problem(design, model, library=None, *, context_tokens: int | None = None) -> PlacementProblem:
+    """Build a :class:`PlacementProblem` from a ``DesignPoint`` and a ``Model``.
+
+    Args:
+        design: ``hydra_opt.system.design.DesignPoint``.
+        model: ``hydra_opt.workload.models.Model``.
+        library: ``hydra_opt.hardware.chiplets.ChipletLibrary`` (default library when None).
+        context_tokens: KV context reserved per request in Eq. (1) (default: the model's ``max_position``).
+    """
+    from hydra_opt.hardware.chiplets import ChipletLibrary
+    from hydra_opt.hardware.memory import get_memory
+
+    lib = library if library is not None else ChipletLibrary.default()
+    compute: list[ComputeSpec] = []
+    for name, count in design.counts:
+        ct = lib.get(name, design.d2d_bw_gbps, design.slot_area_mm2, settings=design.dynacore)
+        compute += [ComputeSpec(name, frozenset(ct.families), frozenset(ct.phases))] * count
+    mem = get_memory(design.memory)
+    prec = design.precision
+    wb = model.block_weight_bytes(prec)
+    kv = model.block_kv_bytes_per_token(prec)
+    st = model.block_state_bytes(prec)
+    blocks = tuple(
+        BlockSpec(b.family, float(wb[i]), float(kv[i]), float(st[i]), "+".join(b.kinds))
+        for i, b in enumerate(model.blocks)
+    )
+    return PlacementProblem(
+        width=design.grid_w,
+        height=design.grid_h,
+        compute=tuple(compute),
+        n_mem=design.n_mem,
+        mem_capacity_bytes=float(mem.capacity_bytes),
+        blocks=blocks,
+        mem_bw_gbps=float(mem.bw_gbps),
+        context_tokens=int(context_tokens if context_tokens is not None else model.max_position),
+        mem_name=mem.name,
+    )
+
+
+def place(design, model, *, seed: int = 0, library=None, preset: str = "clean", **kwargs) -> Placement:
+    """Place a design for a model with the design's policy (``design.placement``).
+
+    Args:
+        design: ``DesignPoint``.
+        model: ``Model``.
+        seed: Seed of the ``random`` policy.
+        library: Chiplet library (default library when None).
+        preset: ``clean`` (capacity split of Eq. 1, spread ring order, byte-balanced weight chunks) or ``paper``
+            (the artifact: bandwidth split, its 6×4 ring order, per-kind equal chunks).
+        **kwargs: Overrides of :func:`place_problem` options (``split``, ``ring``, ``cp_order``, ``weights``).
+    """
+    problem = placement_problem(design, model, library)
+    if preset == "paper":
+        opts = {
+            "split": "bandwidth",
+            "ring": "artifact" if (design.grid_w, design.grid_h) == (6, 4) else "spread",
+            "weights": "chunks",
+        }
+    elif preset == "clean":
+        opts = {}
+    else:
+        raise ValueError(f"unknown placement preset {preset!r}")
+    opts.update(kwargs)
+    return place_problem(problem, design.placement, seed=seed, **opts)
