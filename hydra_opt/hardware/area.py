@@ -243,15 +243,17 @@ def fill_composition(
     sfus_per_core: float = 1.0,
     links: int = 4,
     dma: int = 4,
+    fill_fraction: float = 1.0,
 ) -> Composition:
     """Counts of cores/SFUs/SRAM banks that fill a slot after the D2D interface (first principles).
 
     The D2D interface (``links`` x (bump + PHY) + ``dma`` DMA engines) is sized by the bandwidth and comes first.
     The remaining budget is split so that SRAM area ≈ ``sram_compute_area_ratio`` x compute area (HYDRA Sec. VI-A:
     prefill chiplets ≈ 1, decode chiplets ≈ 2); the number of cores is the largest that keeps that ratio, and the
-    SRAM banks then fill what is left. The result never exceeds the slot.
+    SRAM banks then fill what is left. The result never exceeds the slot. ``fill_fraction`` < 1 uses only that
+    share of the slot (for recipes whose profiled rows leave part of the slot empty).
     """
-    budget = slot_area_mm2 / (1.0 + table.overhead_fraction)
+    budget = slot_area_mm2 * fill_fraction / (1.0 + table.overhead_fraction)
     budget -= links * table.link_area_mm2(d2d_bw_gbps) + dma * table.dma_area_mm2(d2d_bw_gbps)
     if budget <= 0:
         return Composition(0, 0, 0, links, dma)

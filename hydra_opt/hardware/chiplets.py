@@ -100,6 +100,7 @@ class ChipletSpec:
         dma: DMA engines.
         sfus_per_core: SFUs per core when composing from first principles.
         sram_compute_area_ratio: SRAM area / (core + SFU) area when composing from first principles.
+        fill_fraction: Share of the slot a first-principles composition may use (1 = all of it).
         compositions: Profiled ((slot_area_mm2, d2d_bw_gbps), Composition) pairs.
         source: Where the numbers come from.
     """
@@ -117,6 +118,7 @@ class ChipletSpec:
     dma: int
     sfus_per_core: float
     sram_compute_area_ratio: float
+    fill_fraction: float
     compositions: tuple[tuple[tuple[float, float], Composition], ...]
     source: str = ""
 
@@ -140,6 +142,7 @@ class ChipletSpec:
             sfus_per_core=self.sfus_per_core,
             links=self.links,
             dma=self.dma,
+            fill_fraction=self.fill_fraction,
         )
 
     def area(self, comp: Composition, d2d_bw_gbps: float) -> AreaBreakdown:
@@ -433,6 +436,7 @@ def _chiplet(name: str, n: Node, tech: TechnologyTable, source: str) -> ChipletS
         dma=dma,
         sfus_per_core=n.get("sfus_per_core", 1.0).number(minimum=0.0, maximum=1e4),
         sram_compute_area_ratio=n.get("sram_compute_area_ratio").number(minimum=0.0, maximum=1e3),
+        fill_fraction=n.get("fill_fraction", 1.0).number(minimum=0.0, maximum=1.0, exclusive_min=True),
         compositions=tuple(_composition(c, links, dma) for c in n.get("compositions", []).list()),
         source=source,
     )
