@@ -55,8 +55,20 @@ def test_workload_deterministic_and_sorted() -> None:
 
 def test_every_shipped_workload_loads_and_samples() -> None:
     names = list_workloads()
-    assert {"arxiv", "bwb", "chat", "longwriter", "sharegpt", "azure-conv", "azure-code", "mooncake-conv",
-            "hydra-arxiv", "hydra-bwb", "hydra-chat", "hydra-longwriter"} <= set(names)
+    assert {
+        "arxiv",
+        "bwb",
+        "chat",
+        "longwriter",
+        "sharegpt",
+        "azure-conv",
+        "azure-code",
+        "mooncake-conv",
+        "hydra-arxiv",
+        "hydra-bwb",
+        "hydra-chat",
+        "hydra-longwriter",
+    } <= set(names)
     for name in names:
         r = load_workload(name).requests()
         assert len(r) > 0 and r.prompt_tokens.min() >= 1 and r.output_tokens.min() >= 1
@@ -103,8 +115,12 @@ def _yaml(tmp_path: Path, data: dict) -> Path:
     return p
 
 
-GOOD = {"name": "w", "lengths": {"profile": "chat"}, "arrival": {"process": "poisson", "rate_per_s": 3.0},
-        "n_requests": 50}
+GOOD = {
+    "name": "w",
+    "lengths": {"profile": "chat"},
+    "arrival": {"process": "poisson", "rate_per_s": 3.0},
+    "n_requests": 50,
+}
 
 
 def test_user_yaml_with_trace_path(tmp_path: Path) -> None:

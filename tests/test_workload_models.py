@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from hydra_opt.config import ConfigError
+from hydra_opt.config.reader import Node
 from hydra_opt.workload.cost import AGG_NAMES, COST_FIELDS, batch_aggregates
 from hydra_opt.workload.layers import AttentionLayer, Mamba1Layer, Mamba2Layer, MoELayer
 from hydra_opt.workload.models import (
@@ -22,7 +23,6 @@ from hydra_opt.workload.models import (
     model_from_node,
     prefill_cost,
 )
-from hydra_opt.config.reader import Node
 from hydra_opt.workload.precision import PRECISIONS, get_precision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +86,10 @@ def test_kv_and_state_sizes_match_shared_derivation(name: str) -> None:
     for key in ("ssm_state_elements_per_layer", "ssm_state_elements_per_mamba_layer"):
         if key in d:
             for mx in mixers:
-                assert mx.state_elems() - (mx.d_conv - 1) * (mx.conv if isinstance(mx, Mamba2Layer) else mx.d_inner) == d[key]
+                assert (
+                    mx.state_elems() - (mx.d_conv - 1) * (mx.conv if isinstance(mx, Mamba2Layer) else mx.d_inner)
+                    == d[key]
+                )
             checked += 1
     for key in ("conv_state_elements_per_layer", "conv_state_elements_per_mamba_layer"):
         if key in d:
@@ -120,8 +123,13 @@ def test_nemotron_blocks_match_hydra_sequence() -> None:
 
 @pytest.mark.parametrize(
     ("name", "n_blocks", "n_attention"),
-    [("llama-3-8b", 32, 32), ("mamba2-2.7b", 64, 0), ("nemotron-h-4b", 28, 4), ("jamba-tiny", 16, 2),
-     ("zamba2-7b", 94, 13)],
+    [
+        ("llama-3-8b", 32, 32),
+        ("mamba2-2.7b", 64, 0),
+        ("nemotron-h-4b", 28, 4),
+        ("jamba-tiny", 16, 2),
+        ("zamba2-7b", 94, 13),
+    ],
 )
 def test_block_counts_match_hydra(name: str, n_blocks: int, n_attention: int) -> None:
     m = load_model(name)
@@ -152,6 +160,7 @@ def test_hydra_variants_differ_as_documented() -> None:
 
 # -- op counts --------------------------------------------------------------------------------------------------
 
+
 def _direct(block: Block, ctx: np.ndarray, new: np.ndarray, prec: str) -> dict[str, float]:
     """Independent per-request count of MACs, KV/state bytes and weight bytes (loops, no aggregates)."""
     p = get_precision(prec)
@@ -159,7 +168,7 @@ def _direct(block: Block, ctx: np.ndarray, new: np.ndarray, prec: str) -> dict[s
     for layer in block.layers:
         if isinstance(layer, AttentionLayer):
             kvt = 2 * layer.kv_heads * layer.head_dim * p.kv_bytes
-            for c, q in zip(ctx.tolist(), new.tolist()):
+            for c, q in zip(ctx.tolist(), new.tolist(), strict=True):
                 macs += q * (layer.in_width * layer.qkv_width + layer.heads * layer.head_dim * layer.hidden)
                 for j in range(q):  # new token j sees c + j + 1 keys; scores and values
                     macs += 2 * layer.heads * layer.head_dim * (c + j + 1)
@@ -290,7 +299,10 @@ BASE = {
     "hidden_size": 64,
     "vocab_size": 100,
     "max_position": 1024,
-    "layer_types": {"*": {"kind": "attention", "heads": 4, "kv_heads": 2, "head_dim": 16}, "-": {"kind": "mlp", "intermediate": 128}},
+    "layer_types": {
+        "*": {"kind": "attention", "heads": 4, "kv_heads": 2, "head_dim": 16},
+        "-": {"kind": "mlp", "intermediate": 128},
+    },
     "pattern": "[*-]x2",
 }
 
@@ -313,11 +325,22 @@ def test_toy_model_loads(tmp_path: Path) -> None:
         ({"pattern": "-*"}, "pattern", "must start with a mixer"),
         ({"pattern": "*X"}, "pattern", "not defined"),
         ({"hidden_size": -3}, "hidden_size", ">= 1"),
-        ({"layer_types": {"*": {"kind": "attention", "heads": 4, "kv_heads": 3, "head_dim": 16}}}, "kv_heads", "divide"),
+        (
+            {"layer_types": {"*": {"kind": "attention", "heads": 4, "kv_heads": 3, "head_dim": 16}}},
+            "kv_heads",
+            "divide",
+        ),
         ({"layer_types": {"*": {"kind": "attn", "heads": 4}}}, "layer_types.*.kind", "is not one of"),
-        ({"layer_types": {"*": {"kind": "attention", "heads": 4, "kv_heads": 2, "head_dim": 16, "bias": True}}},
-         "layer_types.*.bias", "not a known key"),
-        ({"layer_types": {"*": {"kind": "mlp", "intermediate": 128, "activation": "tanh"}}}, "activation", "is not one of"),
+        (
+            {"layer_types": {"*": {"kind": "attention", "heads": 4, "kv_heads": 2, "head_dim": 16, "bias": True}}},
+            "layer_types.*.bias",
+            "not a known key",
+        ),
+        (
+            {"layer_types": {"*": {"kind": "mlp", "intermediate": 128, "activation": "tanh"}}},
+            "activation",
+            "is not one of",
+        ),
         ({"colour": "red"}, "colour", "not a known key"),
         ({"source": []}, "source", "at least 1"),
     ],

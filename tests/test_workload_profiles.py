@@ -68,8 +68,9 @@ def test_bwb_keeps_strong_positive_coupling() -> None:
 @pytest.mark.parametrize("name", ["chat", "azure-code"])
 def test_shipped_profile_is_reproducible_from_trace(name: str) -> None:
     shipped = json.loads((ROOT / "hydra_opt" / "data" / "profiles" / f"{name}.json").read_text())
-    rebuilt = build_profile(load_trace(TRACES / shipped["trace_file"]), name, shipped["source"],
-                            description=shipped["description"], seed=0).to_dict()
+    rebuilt = build_profile(
+        load_trace(TRACES / shipped["trace_file"]), name, shipped["source"], description=shipped["description"], seed=0
+    ).to_dict()
     assert rebuilt == shipped
 
 
@@ -78,7 +79,7 @@ def test_sampling_is_seeded() -> None:
     a = prof.sample(500, np.random.default_rng(3))
     b = prof.sample(500, np.random.default_rng(3))
     c = prof.sample(500, np.random.default_rng(4))
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     assert not np.array_equal(a[0], c[0])
 
 

@@ -67,31 +67,61 @@ def _write(tmp_path: Path, name: str, content: str | bytes) -> Path:
 def test_small_formats_parse(tmp_path: Path) -> None:
     v = load_trace(_write(tmp_path, "v.csv", "num_prefill_tokens,num_decode_tokens\n10,5\n7.0,3\n"))
     assert v.prompt_tokens.tolist() == [10, 7] and v.output_tokens.tolist() == [5, 3] and v.arrival_s is None
-    a = load_trace(_write(tmp_path, "a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                          "2023-11-16 18:17:03.5000000,100,2\n2023-11-16 18:17:05.2500000,50,1\n"))
+    a = load_trace(
+        _write(
+            tmp_path,
+            "a.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+            "2023-11-16 18:17:03.5000000,100,2\n2023-11-16 18:17:05.2500000,50,1\n",
+        )
+    )
     assert a.arrival_s.tolist() == pytest.approx([0.0, 1.75])
-    m = load_trace(_write(tmp_path, "m.jsonl", '{"timestamp": 1000, "input_length": 5, "output_length": 6}\n'
-                          '{"timestamp": 3500, "input_length": 7, "output_length": 8}\n'))
+    m = load_trace(
+        _write(
+            tmp_path,
+            "m.jsonl",
+            '{"timestamp": 1000, "input_length": 5, "output_length": 6}\n'
+            '{"timestamp": 3500, "input_length": 7, "output_length": 8}\n',
+        )
+    )
     assert m.arrival_s.tolist() == [0.0, 2.5] and m.prompt_tokens.tolist() == [5, 7]
 
 
 CORRUPT = [
     ("missing_col.csv", "num_prefill_tokens,foo\n1,2\n", ["line 1", "num_decode_tokens", "missing"]),
-    ("nonint.csv", "num_prefill_tokens,num_decode_tokens\n10,5\n12,abc\n", ["line 3", "num_decode_tokens", "'abc'", "integer"]),
+    (
+        "nonint.csv",
+        "num_prefill_tokens,num_decode_tokens\n10,5\n12,abc\n",
+        ["line 3", "num_decode_tokens", "'abc'", "integer"],
+    ),
     ("frac.csv", "num_prefill_tokens,num_decode_tokens\n10.5,5\n", ["line 2", "num_prefill_tokens", "integer"]),
-    ("neg.csv", "num_prefill_tokens,num_decode_tokens\n10,5\n3,1\n-4,2\n", ["line 4", "num_prefill_tokens", "negative"]),
+    (
+        "neg.csv",
+        "num_prefill_tokens,num_decode_tokens\n10,5\n3,1\n-4,2\n",
+        ["line 4", "num_prefill_tokens", "negative"],
+    ),
     ("short.csv", "num_prefill_tokens,num_decode_tokens\n10\n", ["line 2", "num_decode_tokens", "missing"]),
     ("empty.csv", "", ["empty"]),
     ("header_only.csv", "num_prefill_tokens,num_decode_tokens\n", ["no rows"]),
     ("binary.csv", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", ["binary"]),
     ("latin1.csv", b"num_prefill_tokens,num_decode_tokens\n1,\xe9\n", ["UTF-8"]),
-    ("azure_time.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.5,1,2\nyesterday,3,4\n",
-     ["line 3", "TIMESTAMP", "'yesterday'"]),
+    (
+        "azure_time.csv",
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.5,1,2\nyesterday,3,4\n",
+        ["line 3", "TIMESTAMP", "'yesterday'"],
+    ),
     ("bad_time.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,1,2\n-1,3,4\n", ["line 3", "arrived_at"]),
-    ("bad.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 6}\n{"timestamp": 1, "input_length": 5\n',
-     ["line 2", "not valid JSON"]),
+    (
+        "bad.jsonl",
+        '{"timestamp": 0, "input_length": 5, "output_length": 6}\n{"timestamp": 1, "input_length": 5\n',
+        ["line 2", "not valid JSON"],
+    ),
     ("nokey.jsonl", '{"timestamp": 0, "input_length": 5}\n', ["line 1", "output_length", "missing"]),
-    ("strval.jsonl", '{"timestamp": 0, "input_length": "many", "output_length": 6}\n', ["line 1", "input_length", "integer"]),
+    (
+        "strval.jsonl",
+        '{"timestamp": 0, "input_length": "many", "output_length": 6}\n',
+        ["line 1", "input_length", "integer"],
+    ),
     ("negts.jsonl", '{"timestamp": -5, "input_length": 1, "output_length": 6}\n', ["line 1", "timestamp"]),
 ]
 

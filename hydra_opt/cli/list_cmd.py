@@ -23,10 +23,12 @@ def _short(text: str, width: int = 90) -> str:
 
 
 def _models(all_sources: bool) -> None:
-    from hydra_opt.workload.models import load_model, list_models
+    from hydra_opt.workload.models import list_models, load_model
 
-    print(f"{'name':<15} {'params':>11} {'blocks':>7} {'attn':>5} {'mamba':>6} {'KV/token bf16':>14} "
-          f"{'state/seq bf16':>15}  family      source")
+    print(
+        f"{'name':<15} {'params':>11} {'blocks':>7} {'attn':>5} {'mamba':>6} {'KV/token bf16':>14} "
+        f"{'state/seq bf16':>15}  family      source"
+    )
     for name in list_models():
         m = load_model(name)
         n_att = m.families.count("attention")
@@ -38,7 +40,9 @@ def _models(all_sources: bool) -> None:
         if all_sources:
             for s in m.source[1:]:
                 print(f"{'':<98}{s}")
-    print("variants: llama-3-8b@hydra, mamba2-2.7b@hydra, nemotron-h-4b@hydra (HYDRA artifact shapes; docs/workload.md)")
+    print(
+        "variants: llama-3-8b@hydra, mamba2-2.7b@hydra, nemotron-h-4b@hydra (HYDRA artifact shapes; docs/workload.md)"
+    )
 
 
 def _workloads(all_sources: bool) -> None:
@@ -55,8 +59,10 @@ def _workloads(all_sources: bool) -> None:
 def _profiles(all_sources: bool) -> None:
     from hydra_opt.workload.profiles import list_profiles, load_profile
 
-    print(f"{'name':<14} {'rows':>6} {'prompt median':>14} {'prompt max':>11} {'output median':>14} "
-          f"{'output max':>11} {'rate':>10}  source")
+    print(
+        f"{'name':<14} {'rows':>6} {'prompt median':>14} {'prompt max':>11} {'output median':>14} "
+        f"{'output max':>11} {'rate':>10}  source"
+    )
     for name in list_profiles():
         p = load_profile(name)
         mid = len(p.prompt_quantiles) // 2

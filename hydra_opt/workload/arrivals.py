@@ -12,7 +12,15 @@ import numpy as np
 from hydra_opt.config.errors import ConfigError
 from hydra_opt.config.reader import Node
 
-__all__ = ["Arrival", "PoissonArrival", "GammaArrival", "FixedArrival", "TraceArrival", "arrival_from_node", "PROCESSES"]
+__all__ = [
+    "Arrival",
+    "PoissonArrival",
+    "GammaArrival",
+    "FixedArrival",
+    "TraceArrival",
+    "arrival_from_node",
+    "PROCESSES",
+]
 
 #: Accepted ``arrival.process`` values.
 PROCESSES: tuple[str, ...] = ("poisson", "gamma", "fixed", "trace")

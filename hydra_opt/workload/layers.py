@@ -199,7 +199,7 @@ class AttentionLayer(Layer):
             Gemm("qkv_proj", tokens, self.qkv_width, self.in_width),
             Gemm("o_proj", tokens, self.hidden, self.heads * self.head_dim),
         ]
-        for c, q in zip(np.asarray(ctx).tolist(), np.asarray(new).tolist()):
+        for c, q in zip(np.asarray(ctx).tolist(), np.asarray(new).tolist(), strict=True):
             if q <= 0:
                 continue
             keys = int(c) + int(q)

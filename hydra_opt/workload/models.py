@@ -319,7 +319,15 @@ _KIND_KEYS: dict[str, tuple[str, ...]] = {
     "mlp": ("intermediate", "gated", "activation", "lora_rank", "shared"),
     "moe": ("intermediate", "experts", "top_k", "gated", "activation", "shared"),
     "mamba2": (
-        "num_heads", "head_dim", "d_state", "n_groups", "d_conv", "d_inner", "in_proj_dim", "conv_channels", "shared",
+        "num_heads",
+        "head_dim",
+        "d_state",
+        "n_groups",
+        "d_conv",
+        "d_inner",
+        "in_proj_dim",
+        "conv_channels",
+        "shared",
     ),
     "mamba1": ("d_inner", "d_state", "d_conv", "dt_rank", "shared"),
     "linear": ("in_features", "out_features", "shared"),
@@ -335,8 +343,21 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
 _BOOL = {"rope", "qkv_bias", "gated"}
 _STR = {"shared", "activation"}
 _TOP_KEYS = (
-    "name", "display_name", "hf_id", "family", "source", "hidden_size", "vocab_size", "max_position",
-    "tie_embeddings", "published_params", "published_params_source", "notes", "layer_types", "pattern", "variants",
+    "name",
+    "display_name",
+    "hf_id",
+    "family",
+    "source",
+    "hidden_size",
+    "vocab_size",
+    "max_position",
+    "tie_embeddings",
+    "published_params",
+    "published_params_source",
+    "notes",
+    "layer_types",
+    "pattern",
+    "variants",
 )
 _VARIANT_KEYS = ("description", "source", "max_position", "layer_types", "pattern", "notes")
 _REPEAT = re.compile(r"\[([^\[\]]+)\]x(\d+)")
@@ -419,14 +440,17 @@ def model_from_node(root: Node, variant: str = "") -> Model:
             for key in vnode.data:
                 if key not in _VARIANT_KEYS:
                     raise ConfigError(
-                        f"is not a known key; allowed: {', '.join(_VARIANT_KEYS)}", file=root.file,
+                        f"is not a known key; allowed: {', '.join(_VARIANT_KEYS)}",
+                        file=root.file,
                         key=f"variants.{vname}.{key}",
                     )
         if variant:
             if variant not in variants.data:
                 raise ConfigError(
                     f"is not a variant of this model; allowed: {', '.join(names) or '(none)'}",
-                    file=root.file, key="variants", value=variant,
+                    file=root.file,
+                    key="variants",
+                    value=variant,
                 )
             over = dict(variants.data[variant])
             vnode = variants.get(variant)

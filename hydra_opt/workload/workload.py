@@ -219,7 +219,7 @@ def workload_from_node(root: Node) -> Workload:
     try:
         return Workload(name, lengths, arrival, n, horizon, seed, cap, desc)
     except ConfigError as exc:
-        raise exc.located(file=root.file)
+        raise exc.located(file=root.file) from None
 
 
 def _data_dir() -> Path:
