@@ -1,0 +1,58 @@
+"""``python -m hydra_opt dynacore check/sweep``."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from hydra_opt.cli.dynacore_cmd import parse_batches
+from hydra_opt.cli.main import main
+from hydra_opt.config import ConfigError
+
+
+def _check(capsys, *extra: str) -> dict:
+    assert main(["dynacore", "check", "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_check_paper_parameters(capsys) -> None:
+    rep = _check(capsys)
+    assert rep["gemv_compute_over_weight_stream"] == 31.25
+    assert rep["pyramid_packing"]["meus"] == ["4x4", "4x4", "2x8", "1x16"]
+    assert set(rep["decode_saturation_batch"]) == {"systolic", "planaria", "sara", "dynacore"}
+    assert set(rep["decode_latency_ms"]["dynacore"]) == {"1", "256"}
+    assert rep["speedup_vs_systolic"]["systolic"] == 1.0
+
+
+@pytest.mark.parametrize(("args", "expected"), [(("--array", "64"), 62.5), (("--clock-mhz", "1000"), 15.625),
+                                                 (("--dram-tbps", "8"), 62.5)])
+def test_check_recomputes_formula(capsys, args, expected) -> None:
+    assert _check(capsys, *args)["gemv_compute_over_weight_stream"] == expected
+
+
+def test_check_bad_array_exits_2(capsys) -> None:
+    assert main(["dynacore", "check", "--array", "100"]) == 2
+    assert "--array" in capsys.readouterr().err
+
+
+def test_sweep_writes_csv_and_png(tmp_path, capsys) -> None:
+    out = tmp_path / "fig11.csv"
+    assert main(["dynacore", "sweep", "--model", "llama-3-8b", "--batch", "1,2,4", "--csv", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 4 * 3
+    assert {r["architecture"] for r in rows} == {"systolic", "planaria", "sara", "dynacore"}
+    assert all(float(r["latency_ms"]) > 0 for r in rows)
+    png = out.with_suffix(".png")
+    assert png.exists() and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_parse_batches() -> None:
+    assert parse_batches("1,2,4,...,256") == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert parse_batches("8,16,...,40") == [8, 16, 32, 40]  # integer ratio -> geometric
+    assert parse_batches("3,5,...,11") == [3, 5, 7, 9, 11]  # otherwise arithmetic
+    assert parse_batches("3,1") == [1, 3]
+    for bad in ("", "0", "a,b", "1,...,4"):
+        with pytest.raises(ConfigError):
+            parse_batches(bad)
