@@ -290,6 +290,13 @@ class SearchSpace:
                 dyn[key.split(".", 1)[1]] = v
             else:
                 design[key] = v
+        if "meu" in dyn:
+            # One dimension for the MEU: "adaptive" (shape chosen per batch) or a fixed (m, n, t) shape.
+            meu = dyn.pop("meu")
+            if meu == "adaptive":
+                dyn["meu_policy"] = "adaptive"
+            else:
+                dyn["meu_policy"], dyn["meu_shape"] = "fixed", list(meu)
         if self.package:
             design["package"] = dict(self.package)
         if dyn:
