@@ -35,6 +35,7 @@ def test_counts_are_sorted_and_zeros_dropped() -> None:
         _design(d2d_bw_gbps=333.5, slot_area_mm2=121.5, grid_w=8, grid_h=3),
         _design(counts={"dynacore": 4}, dynacore=DynaCoreSettings(core_size=64, meu_policy="fixed", meu_shape=(8, 16, 32))),
         _design(dynacore=DynaCoreSettings()),
+        _design(counts={"dynacore": 2}, dynacore=DynaCoreSettings(sram_mb=16, clock_mhz=500.0, cores=8, links=4)),
     ],
 )
 def test_yaml_round_trip_is_exact(tmp_path: Path, design: DesignPoint) -> None:
@@ -74,6 +75,8 @@ def test_defaults_from_minimal_yaml() -> None:
         ({"max_bacth": 4}, "max_bacth", "not a known key"),
         ({"dynacore": {"meu_policy": "fixed"}}, "dynacore.meu_shape", "required"),
         ({"dynacore": {"meu_shape": [1, 2]}}, "dynacore.meu_shape", "at least 3"),
+        ({"dynacore": {"sram_mb": 0}}, "dynacore.sram_mb", ">= 1"),
+        ({"dynacore": {"clock_mhz": float("inf")}}, "dynacore.clock_mhz", "finite"),
     ],
 )
 def test_located_errors(patch: dict, key: str, needle: str) -> None:
@@ -92,6 +95,13 @@ def test_constructor_validates_programmatic_input() -> None:
         _design(placement="bw")
     with pytest.raises(ConfigError):
         _design(counts={"tscs_p": -2})
+
+
+def test_feasibility_is_reexported_from_design_module() -> None:
+    from hydra_opt.system import design as design_mod
+
+    assert design_mod.feasibility(_design()) == []
+    assert design_mod.feasibility(_design(n_mem=30)) != []
 
 
 def test_example_designs_load_and_match_their_source_comment() -> None:

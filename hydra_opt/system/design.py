@@ -49,6 +49,7 @@ __all__ = [
     "save_design",
     "validate_design_file",
     "known_precisions",
+    "feasibility",
 ]
 
 PLACEMENTS: tuple[str, ...] = ("cp", "rr", "random")
@@ -60,14 +61,17 @@ FALLBACK_PRECISIONS: tuple[str, ...] = ("fp16", "bf16", "int8", "fp8", "w8a8", "
 #: Largest accepted max batch (a larger value is likelier a typo than intent).
 MAX_BATCH_LIMIT = 1 << 20
 _MAX_COUNT = 4096
-_MAX_GRID = 64
+_MAX_GRID = 256
 #: Keys of a design file, of its ``package:`` and of its ``dynacore:`` mapping.
 DESIGN_KEYS: tuple[str, ...] = (
     "kind", "name", "chiplets", "memory", "n_mem", "d2d_bw_gbps", "max_batch", "placement", "batching", "scheduler",
     "precision", "package", "dynacore",
 )
 PACKAGE_KEYS: tuple[str, ...] = ("grid_w", "grid_h", "slot_area_mm2")
-DYNACORE_KEYS: tuple[str, ...] = ("core_size", "meu_policy", "meu_shape", "prefill_precision", "decode_precision")
+DYNACORE_KEYS: tuple[str, ...] = (
+    "core_size", "meu_policy", "meu_shape", "prefill_precision", "decode_precision",
+    "clock_mhz", "sram_mb", "cores", "links", "pe_area_overhead",
+)
 
 
 def known_precisions() -> tuple[str, ...] | None:
@@ -115,6 +119,8 @@ class DynaCoreSettings:
         meu_shape: (m, n, t) split used when ``meu_policy == "fixed"``; ``None`` otherwise.
         prefill_precision: Precision name used for prefill (DynaCore's disaggregated quantization).
         decode_precision: Precision name used for decode.
+        clock_mhz, sram_mb, cores, links, pe_area_overhead: Optional chiplet knobs passed through to the DynaCore
+            model (``None`` = its default; ``cores=None`` = as many as the slot's area allows).
     """
 
     core_size: int = 32
@@ -122,6 +128,11 @@ class DynaCoreSettings:
     meu_shape: tuple[int, int, int] | None = None
     prefill_precision: str = "w8a8"
     decode_precision: str = "w4a16"
+    clock_mhz: float | None = None
+    sram_mb: int | None = None
+    cores: int | None = None
+    links: int | None = None
+    pe_area_overhead: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.core_size, bool) or not isinstance(self.core_size, int) or not 1 <= self.core_size <= 4096:
@@ -137,6 +148,21 @@ class DynaCoreSettings:
             raise ConfigError("is required when meu_policy is fixed", key="dynacore.meu_shape")
         if self.meu_policy == "adaptive" and self.meu_shape is not None:
             raise ConfigError("must be omitted when meu_policy is adaptive", key="dynacore.meu_shape", value=list(self.meu_shape))
+        for key, value, integer in (
+            ("clock_mhz", self.clock_mhz, False),
+            ("sram_mb", self.sram_mb, True),
+            ("cores", self.cores, True),
+            ("links", self.links, True),
+            ("pe_area_overhead", self.pe_area_overhead, False),
+        ):
+            if value is None:
+                continue
+            ok = not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
+            ok = ok and math.isfinite(value) and (value >= 0 if key in ("links", "pe_area_overhead") else value > 0)
+            if not ok:
+                kind = "integer" if integer else "number"
+                sign = "non-negative" if key in ("links", "pe_area_overhead") else "positive"
+                raise ConfigError(f"is not a {sign} {kind}", key=f"dynacore.{key}", value=value)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-YAML form."""
@@ -145,6 +171,10 @@ class DynaCoreSettings:
             d["meu_shape"] = list(self.meu_shape)
         d["prefill_precision"] = self.prefill_precision
         d["decode_precision"] = self.decode_precision
+        for key in ("clock_mhz", "sram_mb", "cores", "links", "pe_area_overhead"):
+            value = getattr(self, key)
+            if value is not None:
+                d[key] = _num(value) if key in ("clock_mhz", "pe_area_overhead") else value
         return d
 
 
@@ -365,9 +395,16 @@ def _dynacore(n: Node) -> DynaCoreSettings:
     dec = dec_node.str(max_len=64)
     _check_precision(pre, file=n.file, key=pre_node.key)
     _check_precision(dec, file=n.file, key=dec_node.key)
+    extras: dict[str, Any] = {}
+    for key in ("clock_mhz", "pe_area_overhead"):
+        if n.has(key) and n.data.get(key) is not None:
+            extras[key] = n.get(key).number(minimum=0.0, maximum=1e6, exclusive_min=key == "clock_mhz")
+    for key in ("sram_mb", "cores", "links"):
+        if n.has(key) and n.data.get(key) is not None:
+            extras[key] = n.get(key).int(minimum=0 if key == "links" else 1, maximum=1 << 20)
     n.done(DYNACORE_KEYS)
     try:
-        return DynaCoreSettings(core_size, policy, shape, pre, dec)
+        return DynaCoreSettings(core_size, policy, shape, pre, dec, **extras)
     except ConfigError as exc:
         raise ConfigError(exc.problem, file=n.file, key=exc.key, value=exc.value, show_value=exc.show_value) from None
 
@@ -398,6 +435,14 @@ def validate_design_file(path: str | os.PathLike[str]) -> DesignPoint:
         first = issues[0]
         raise ConfigError(first.message, file=str(path), key=first.key)
     return design
+
+
+def feasibility(design: DesignPoint, model: Any = None, library: Any = None, **kwargs: Any) -> list[str]:
+    """Reasons ``design`` is infeasible; see :func:`hydra_opt.system.feasibility.feasibility` (re-exported here as
+    the architecture contract names it under ``system.design``)."""
+    from hydra_opt.system.feasibility import feasibility as _feasibility
+
+    return _feasibility(design, model, library, **kwargs)
 
 
 def designs_from(items: Iterable[Mapping[str, Any]], *, file: str = "<designs>") -> list[DesignPoint]:
