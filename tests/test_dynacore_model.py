@@ -109,3 +109,17 @@ def test_w8a8_prefill_faster_than_fp16_compute_bound(llama) -> None:
 def test_gemm_list_cost_empty_is_zero() -> None:
     c = gemm_list_cost(ConfigTable(dynacore()), [], "w4a16")
     assert c.latency_s == 0.0 and c.energy_j == 0.0
+
+
+def test_distinct_pair_shortcut_matches_per_request_gemms(llama) -> None:
+    # pass_cost prices identical requests once with a multiplicity; the result equals pricing block_gemms as is.
+    from hydra_opt.hardware.dynacore import pass_cost
+
+    table = ConfigTable(dynacore())
+    ctx, new = np.array([10, 10, 500, 10]), np.array([1, 1, 3, 1])
+    got = pass_cost(table, llama, ctx, new, "w4a16")
+    want = 0.0
+    for b in llama.blocks:
+        kv = b.kv_elems_per_token * float(np.sum(ctx + new)) * 2.0
+        want += gemm_list_cost(table, block_gemms(b, ctx, new), "w4a16", kv_bytes=kv).latency_s
+    assert got.latency_s == pytest.approx(want)

@@ -131,6 +131,29 @@ def gemm_list_cost(
     return StepCost(lat, comp, dram_s, dram_b, macs, energy)
 
 
+def _block_gemms(
+    block: Any, c: np.ndarray, q: np.ndarray, pairs: np.ndarray, mult: np.ndarray, attention: bool
+) -> list[Gemm]:
+    """The block's GEMMs (as ``block_gemms``), pricing the per-request attention products once per distinct
+    (context, new) pair with its multiplicity instead of once per request."""
+    tokens = int(q.sum())
+    out: list[Gemm] = []
+    for layer in block.layers:
+        if layer.kind != "attention":
+            out.extend(layer.gemms(c, q))
+            continue
+        # Attention projections run over all Σq tokens; the score/value products are per request.
+        out.extend(Gemm(g.name, tokens, g.n, g.k, g.count, True) for g in layer.gemms(pairs[:1, 0], pairs[:1, 1]) if g.weight)
+        if attention:
+            for (ci, qi), k in zip(pairs.tolist(), mult.tolist()):
+                for g in layer.gemms(np.array([ci]), np.array([qi])):
+                    if not g.weight:
+                        out.append(Gemm(g.name, g.m, g.n, g.k, g.count * int(k), False))
+    if not attention:
+        out = [g for g in out if g.weight]
+    return out
+
+
 def pass_cost(
     table: ConfigTable, model: Any, ctx: Any, new: Any, datapath: str | Datapath, *, attention: bool = True
 ) -> StepCost:
@@ -144,12 +167,13 @@ def pass_cost(
         attention: Include the attention score/value products and KV streaming (False: weight GEMMs only, the
             setting of the Fig. 11 reproduction).
     """
-    from hydra_opt.workload.models import block_gemms
-
     dp = get_datapath(datapath)
     c = np.atleast_1d(np.asarray(ctx, dtype=np.int64))
     q = np.atleast_1d(np.asarray(new, dtype=np.int64))
     keys = float(np.sum(c + q))
+    # Requests with the same (context, new tokens) have identical attention GEMMs: price each distinct pair once
+    # with its multiplicity (a batch of 256 decode requests at one context is one pair).
+    pairs, mult = np.unique(np.stack([c, q], axis=1), axis=0, return_counts=True)
     total = ZERO
     memo: dict[tuple, StepCost] = {}
     for block in model.blocks:
@@ -157,10 +181,12 @@ def pass_cost(
         sig = (block.kinds, tuple(block.layers), kv)
         hit = memo.get(sig)
         if hit is None:
-            gemms = block_gemms(block, c, q)
-            if not attention:
-                gemms = [g for g in gemms if g.weight]
-            hit = gemm_list_cost(table, gemms, dp, kv_bytes=kv if block.kv_elems_per_token else None)
+            hit = gemm_list_cost(
+                table,
+                _block_gemms(block, c, q, pairs, mult, attention),
+                dp,
+                kv_bytes=kv if block.kv_elems_per_token else None,
+            )
             memo[sig] = hit
         total = total + hit
     return total
