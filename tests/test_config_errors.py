@@ -115,3 +115,26 @@ def test_first_error_stops(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["validate", good, str(BAD / "design_empty.yaml"), good])
     captured = capsys.readouterr()
     assert rc == 2 and captured.out.count("ok: ") == 1
+
+
+def test_kind_registry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hydra_opt.config import kinds
+
+    folder = tmp_path / "designs"
+    folder.mkdir()
+    f = folder / "d.yaml"
+    f.write_text("chiplets: {tscs_p: 1, tscs_d: 1}\nn_mem: 2\n")
+    assert kinds.detect_kind(f) == "design"
+    other = tmp_path / "x.yaml"
+    other.write_text("kind: my_test_kind\nvalue: 3\n")
+    kinds.register_kind("my_test_kind", "hydra_opt.hardware.memory:validate_memory_file", folders=("my_test_folder",))
+    try:
+        assert kinds.detect_kind(other) == "my_test_kind"
+        rc = main(["validate", str(other)])
+        err = capsys.readouterr().err
+        assert rc == 2 and f"{other}: kind: 'my_test_kind' is not one of: memory" in err
+    finally:
+        kinds.KINDS.pop("my_test_kind", None)
+        kinds.FOLDER_KINDS.pop("my_test_folder", None)
+    with pytest.raises(ValueError):
+        kinds.register_kind("bad", "no_colon")

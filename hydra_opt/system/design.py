@@ -318,12 +318,19 @@ class DesignPoint:
         return d
 
     @classmethod
-    def from_dict(cls, data: Any, *, file: str = "<design>", key: str = "") -> DesignPoint:
-        """Validate plain data (e.g. parsed YAML) into a design; mistakes raise a located :class:`ConfigError`."""
-        return _from_node(Node(data, file=file, key=key))
+    def from_dict(cls, data: Any, *, file: str = "<design>", key: str = "", library: Any = None) -> DesignPoint:
+        """Validate plain data (e.g. parsed YAML) into a design; mistakes raise a located :class:`ConfigError`.
+
+        Args:
+            data: The mapping.
+            file: File name for messages.
+            key: Key path prefix for messages (e.g. ``"designs[3]"``).
+            library: Chiplet library whose names are allowed (default: the shipped one).
+        """
+        return _from_node(Node(data, file=file, key=key), library)
 
 
-def _from_node(root: Node) -> DesignPoint:
+def _from_node(root: Node, library: Any = None) -> DesignPoint:
     from hydra_opt.hardware.chiplets import ChipletLibrary  # lower layer
     from hydra_opt.hardware.memory import list_memories
 
@@ -331,7 +338,7 @@ def _from_node(root: Node) -> DesignPoint:
     if root.has("kind"):
         root.get("kind").str(choices=("design",))
     name = root.get("name", "").str(max_len=200)
-    allowed_chiplets = ChipletLibrary.default().names()
+    allowed_chiplets = (library or ChipletLibrary.default()).names()
     counts: dict[str, int] = {}
     chip_node = root.get("chiplets").mapping()
     for cname, child in chip_node.items():
@@ -409,9 +416,9 @@ def _dynacore(n: Node) -> DynaCoreSettings:
         raise ConfigError(exc.problem, file=n.file, key=exc.key, value=exc.value, show_value=exc.show_value) from None
 
 
-def load_design(path: str | os.PathLike[str]) -> DesignPoint:
-    """Read a design YAML file."""
-    return _from_node(load_yaml(path))
+def load_design(path: str | os.PathLike[str], *, library: Any = None) -> DesignPoint:
+    """Read a design YAML file (chiplet names checked against ``library``, default the shipped one)."""
+    return _from_node(load_yaml(path), library)
 
 
 def save_design(design: DesignPoint, path: str | os.PathLike[str], *, header: str = "") -> None:
