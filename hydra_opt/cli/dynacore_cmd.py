@@ -40,7 +40,11 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         q.add_argument("--dram-tbps", type=float, default=4.0, help="DRAM bandwidth, TB/s (default 4)")
         q.add_argument("--buffer-mb", type=float, default=8.0, help="on-chip buffer, MB (default 8)")
         q.add_argument("--model", default="llama-3-8b", help="model name or YAML path (default llama-3-8b)")
-        q.add_argument("--policy", default="disaggregated", help="precision policy: fp16, w8a8, w4a16, disaggregated")
+        q.add_argument("--policy", default="disaggregated",
+                       help="DynaCore precision policy: fp16, w8a8, w4a16, w4a8, disaggregated (default disaggregated)")
+        q.add_argument("--baseline-policy", default="w8a8",
+                       help="precision policy of the fixed/Planaria/SARA/SIMD baselines (default w8a8: the paper's "
+                            "baselines use one precision for both phases; BitFusion is always W8A8, FIGLUT W4A16)")
         q.add_argument("--context", type=int, default=0, help="prior context tokens per request (default 0)")
         q.add_argument(
             "--attention",
@@ -125,9 +129,12 @@ def _arch(name: str, array: int, core_size: int, device):
     raise ConfigError(f"is not an architecture; allowed: {', '.join(A.ARCHITECTURES)}", file="<cli>", key="--arch", value=name)
 
 
-def _policy_for(arch_name: str, policy: str) -> str:
+def _policy_for(arch_name: str, args: argparse.Namespace) -> str:
     # Single-datapath baselines run their own precision whatever the study's policy.
-    return {"bitfusion": "w8a8", "figlut": "w4a16"}.get(arch_name, policy)
+    fixed = {"bitfusion": "w8a8", "figlut": "w4a16"}
+    if arch_name in fixed:
+        return fixed[arch_name]
+    return args.policy if arch_name == "dynacore" else args.baseline_policy
 
 
 def _decode_latencies(args, names, batches, device):
@@ -140,7 +147,7 @@ def _decode_latencies(args, names, batches, device):
     for name in names:
         table = ConfigTable(_arch(name, args.array, args.core_size, device))
         out[name] = {
-            b: decode_step(table, model, b, args.context, _policy_for(name, args.policy), attention=args.attention)
+            b: decode_step(table, model, b, args.context, _policy_for(name, args), attention=args.attention)
             for b in batches
         }
     return out
@@ -155,7 +162,8 @@ def check_report(args: argparse.Namespace) -> dict:
     from hydra_opt.hardware.dynacore.precision import get_datapath, get_policy
 
     device = _device(args)
-    get_policy(args.policy)
+    get_policy(args.policy, key="--policy")
+    get_policy(args.baseline_policy, key="--baseline-policy")
     # Sec. 2.4: batch-1 FP16 GEMV on one S×S fixed array — steady-state compute over weight streaming.
     sa = A.systolic(args.array, device)
     fp16 = get_datapath("fp16")
@@ -182,6 +190,8 @@ def check_report(args: argparse.Namespace) -> dict:
             "model": args.model,
             "policy": args.policy,
             "decode_datapath": get_policy(args.policy).decode,
+            "baseline_policy": args.baseline_policy,
+            "baseline_decode_datapath": get_policy(args.baseline_policy).decode,
             "context_tokens": args.context,
             "attention": bool(args.attention),
         },
@@ -219,7 +229,7 @@ def sweep_rows(args: argparse.Namespace) -> list[dict]:
                 {
                     "architecture": a,
                     "batch": b,
-                    "datapath": get_policy(_policy_for(a, args.policy)).decode,
+                    "datapath": get_policy(_policy_for(a, args)).decode,
                     "latency_ms": round(c.latency_s * 1e3, 6),
                     "compute_ms": round(c.compute_s * 1e3, 6),
                     "dram_ms": round(c.dram_s * 1e3, 6),
@@ -256,7 +266,8 @@ def _plot(rows: list[dict], path: Path, title: str) -> None:
 def _print_check(rep: dict) -> None:
     p = rep["parameters"]
     print(f"device: {p['array']}x{p['array']} PEs ({p['pes']}), {p['clock_mhz']:g} MHz, {p['dram_tbps']:g} TB/s, "
-          f"{p['buffer_mb']:g} MB; model {p['model']}, policy {p['policy']} (decode {p['decode_datapath']})")
+          f"{p['buffer_mb']:g} MB; model {p['model']}; DynaCore policy {p['policy']} (decode {p['decode_datapath']}), "
+          f"baselines {p['baseline_policy']} (decode {p['baseline_decode_datapath']})")
     print(f"GEMV compute / weight-stream time (FP16, batch 1): {rep['gemv_compute_over_weight_stream']:g} x "
           f"(with fill/drain: {rep['gemv_compute_over_weight_stream_with_fill']:.3f} x)")
     print(f"pyramid packing of M=11 on a 4x4 core: {', '.join(rep['pyramid_packing']['meus'])}")
@@ -288,7 +299,8 @@ def run(args: argparse.Namespace) -> int:
             w.writeheader()
             w.writerows(rows)
         png = Path(args.png) if args.png else out.with_suffix(".png")
-        _plot(rows, png, f"{args.model} decode, policy {args.policy}, {args.array}x{args.array} PEs")
+        _plot(rows, png, f"{args.model} decode: DynaCore {args.policy}, baselines {args.baseline_policy}, "
+                         f"{args.array}x{args.array} PEs")
         print(f"wrote {out} ({len(rows)} rows) and {png}")
         return 0
     raise ConfigError("is missing; use 'check' or 'sweep'", file="<cli>", key="dynacore", value=None)

@@ -121,6 +121,7 @@ POLICIES: dict[str, PrecisionPolicy] = {
     "fp16": PrecisionPolicy("fp16", "fp16", "fp16"),
     "w8a8": PrecisionPolicy("w8a8", "w8a8", "w8a8"),
     "w4a16": PrecisionPolicy("w4a16", "w4a16", "w4a16"),
+    "w4a8": PrecisionPolicy("w4a8", "w4a8", "w4a8"),
     "disaggregated": PrecisionPolicy("disaggregated", "w8a8", "w4a16"),
 }
 
