@@ -1,5 +1,27 @@
-"""evaluate layer."""
+"""evaluate layer: the single cost model (opcost), the event-driven simulator and the estimator."""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from typing import Any
+
+from hydra_opt.evaluate.simulator import SimOptions, SimResult
+
+__all__ = ["simulate", "SimOptions", "SimResult"]
+
+
+def simulate(design: Any, model: Any, workload: Any, *, seed: int = 0, options: SimOptions | None = None,
+             library: Any = None) -> SimResult:
+    """Simulate ``design`` serving ``workload`` with ``model`` (docs/simulator.md, metrics in docs/metrics.md).
+
+    Args:
+        design: A ``hydra_opt.system.design.DesignPoint`` (or a path to a design YAML).
+        model: A model name (``"nemotron-h-4b"``) or ``hydra_opt.workload.models.Model``.
+        workload: A workload name (``"hydra-chat"``), a path, a ``Workload`` or a ``Requests`` record
+            (anything with ``arrival_s``, ``prompt_tokens``, ``output_tokens`` arrays).
+        seed: Seed of the request stream (and of random placement unless ``options.placement_seed``).
+        options: :class:`SimOptions` (default: the clean defaults; :meth:`SimOptions.paper` for the paper preset).
+        library: Chiplet library (default: ``ChipletLibrary.default(options.library_preset)``).
+    """
+    from hydra_opt.evaluate.simulator.driver import simulate_design
+
+    return simulate_design(design, model, workload, seed=seed, options=options, library=library)

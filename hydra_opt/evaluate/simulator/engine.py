@@ -33,7 +33,7 @@ import numpy as np
 
 from hydra_opt.evaluate.opcost import task_energy_j
 from hydra_opt.runtime.batching import ContinuousBatcher, PagedMemory, StaticBatcher
-from hydra_opt.runtime.scheduling import ChipletView, TaskScheduler
+from hydra_opt.runtime.scheduling import ChipletView, StaticScheduler, TaskScheduler
 from hydra_opt.workload.cost import COST_FIELDS, BlockCost
 
 from hydra_opt.evaluate.simulator.options import SimOptions
@@ -51,11 +51,12 @@ _INF = math.inf
 # Request status codes.
 PENDING, QUEUED, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 # Event kinds.
-_EV_COMPUTE, _EV_FLOW = 0, 1
+_EV_COMPUTE, _EV_FLOW, _EV_DRAIN = 0, 1, 2
 
 
 class _Task:
-    __slots__ = ("batch", "block", "phase", "family", "mem_xy", "vals", "chip", "start", "cs_open", "flow_open")
+    __slots__ = ("batch", "block", "phase", "family", "mem_xy", "vals", "chip", "start", "cs_open", "flow_open",
+                 "res", "nbytes", "hops")
 
     def __init__(self, batch, block, phase, family, mem_xy, vals):
         self.batch = batch
@@ -190,24 +191,41 @@ class Engine:
         native, family_any = compat_lists(system.chiplets, model.families)
         self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any)
         self.stealing = type(scheduler).steal is not TaskScheduler.steal
+        # The static scheduler is a table lookup: skip the method call on the hot path.
+        self.static_map = None
+        if type(scheduler) is StaticScheduler:
+            om = scheduler.omega
+            self.static_map = {p: [om[(p, b)] for b in range(nb)] for p in ("prefill", "decode")}
         self.busy = [False] * self.nc
         self.busy_s = [0.0] * self.nc
         self.energy_dyn = 0.0
 
         # --- network --------------------------------------------------------------------------------------------
         self.sharing = options.sharing
-        if self.sharing != "none":
+        self.hopm = [[mesh.hops(a, b) for b in range(mesh.n_nodes)] for a in range(mesh.n_nodes)]
+        port_bw: dict[int, float] = {}
+        for m, nd in enumerate(system.mem_node):
+            port_bw[nd] = port_bw.get(nd, 0.0) + system.memories[m].bw_gbps
+        self.net = None
+        self.flows = None
+        if self.sharing == "maxmin":
             from hydra_opt.hardware.noi import FlowNetwork
 
-            ports: dict[int, float] = {}
-            for m, nd in enumerate(system.mem_node):
-                ports[nd] = ports.get(nd, 0.0) + system.memories[m].bw_gbps
-            self.net = FlowNetwork(mesh, port_gbps=ports, sharing=self.sharing, bin_s=options.link_bins_s)
-        else:
-            self.net = None
-            self.link_bytes = np.zeros(mesh.n_links)
-        self.mem_bps = {nd: system.memories[m].bw_gbps * 1e9 for m, nd in enumerate(system.mem_node)}
-        self.flow_task: dict[int, _Task] = {}
+            self.net = FlowNetwork(mesh, port_gbps=port_bw, sharing="maxmin", bin_s=options.link_bins_s)
+        port_res = {nd: mesh.n_links + i for i, nd in enumerate(sorted(port_bw))}
+        caps = [self.link_bps] * mesh.n_links + [port_bw[nd] * 1e9 for nd in sorted(port_bw)]
+        if self.sharing == "equal":
+            from hydra_opt.evaluate.simulator.flows import EqualShareFlows
+
+            self.flows = EqualShareFlows(caps, mesh.n_links)
+        self.caps = caps
+        # Resources crossed by the flow from each block's memory to each chiplet: XY route links + memory port.
+        self.res_path: dict[tuple[int, int], tuple[int, ...]] = {}
+        for src in set(system.mem_node):
+            for dst in set(self.chip_node):
+                self.res_path[(src, dst)] = (*mesh.route(src, dst), port_res[src])
+        self.link_bytes = [0.0] * len(caps)
+        self.flow_task: dict[int, object] = {}
         self.flow_seq = 0
 
         # --- memory -------------------------------------------------------------------------------------------
@@ -292,6 +310,7 @@ class Engine:
                 for done in net.advance(t_net):
                     task = self.flow_task.pop(done.flow_id)
                     self._push(done.delivered_s, _EV_FLOW, task)
+                    self._account(task)
                 net_dirty = True
                 t_net = _INF
                 continue
@@ -304,13 +323,18 @@ class Engine:
                 self.arrivals_done = i_arr >= n
                 self._try_form()
             else:
-                _, _, kind, task = heapq.heappop(heap)
+                _, _, kind, task, ver = heapq.heappop(heap)
                 if kind == _EV_COMPUTE:
                     task.cs_open = False
-                else:
+                    if not task.flow_open:
+                        self._finish(task)
+                elif kind == _EV_FLOW:
                     task.flow_open = False
-                if not task.cs_open and not task.flow_open:
-                    self._finish(task)
+                    if not task.cs_open:
+                        self._finish(task)
+                else:  # _EV_DRAIN of the equal-share flow model (task = flow id)
+                    if self.flows.version(task) == ver:
+                        self._drain(task)
             if net is not None and self._net_changed:
                 net_dirty = True
                 self._net_changed = False
@@ -324,9 +348,30 @@ class Engine:
     arrivals_done = False
     _net_changed = False
 
-    def _push(self, t: float, kind: int, task: _Task) -> None:
+    def _push(self, t: float, kind: int, task, ver: int = 0) -> None:
         self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, kind, task))
+        heapq.heappush(self.heap, (t, self.seq, kind, task, ver))
+
+    def _drain(self, fid: int) -> None:
+        """An equal-share flow drained: free its share (re-timing its neighbours), deliver after the path latency."""
+        task = self.flow_task.pop(fid)
+        now = self.now
+        for t, g, v in self.flows.drain(fid, now):
+            self._push(t, _EV_DRAIN, g, v)
+        self._account(task)
+        lat = task.hops * self.hop_s
+        if lat > 0:
+            self._push(now + lat, _EV_FLOW, task)
+        else:
+            task.flow_open = False
+            if not task.cs_open:
+                self._finish(task)
+
+    def _account(self, task) -> None:
+        lb = self.link_bytes
+        nb = task.nbytes
+        for r in task.res:
+            lb[r] += nb
 
     # ----------------------------------------------------------------------------------------------- batching
     def _try_form(self) -> None:
@@ -501,7 +546,8 @@ class Engine:
     # ----------------------------------------------------------------------------------------------- tasks
     def _ready(self, task: _Task) -> None:
         view = self.view
-        c = self.sched.choose(task, task.block, view)
+        smap = self.static_map
+        c = smap[task.phase][task.block] if smap is not None else self.sched.choose(task, task.block, view)
         task.chip = c
         view.queues[c].append(task)
         view.load[c] += 1
@@ -541,30 +587,52 @@ class Engine:
         b = task.batch
         prev = b.prev_chip
         if prev >= 0 and prev != c:
-            hops = self.mesh.hops(self.chip_node[prev], self.chip_node[c])
+            hops = self.hopm[self.chip_node[prev]][self.chip_node[c]]
             cs += hops * self.hop_s + 0.5 * vals[self.R_IO][blk] / self.link_bps
-        task.cs_open = True
-        self._push(now + cs, _EV_COMPUTE, task)
         nbytes = vals[self.R_MEM][blk]
+        self.energy_dyn += vals[3 * tau + 2][blk]
+        self.seq += 1
+        if self.flows is None and self.net is None:
+            # No contention: one event at max(compute, lone-flow time on the bottleneck resource).
+            if nbytes > 0:
+                src = self.block_node[blk]
+                res = self.res_path[(src, self.chip_node[c])]
+                task.res = res
+                task.nbytes = nbytes
+                hops = self.hopm[src][self.chip_node[c]]
+                caps = self.caps
+                t_mem = nbytes / min([caps[r] for r in res]) + hops * self.hop_s
+                self._account(task)
+                if t_mem > cs:
+                    cs = t_mem
+            task.cs_open = True
+            task.flow_open = False
+            heapq.heappush(self.heap, (now + cs, self.seq, _EV_COMPUTE, task, 0))
+            return
+        task.cs_open = True
+        heapq.heappush(self.heap, (now + cs, self.seq, _EV_COMPUTE, task, 0))
         if nbytes > 0:
             src = self.block_node[blk]
             dst = self.chip_node[c]
-            if self.net is not None:
+            res = self.res_path[(src, dst)]
+            task.res = res
+            task.nbytes = nbytes
+            task.hops = self.hopm[src][dst]
+            task.flow_open = True
+            if self.flows is not None:
+                self.flow_seq += 1
+                fid = self.flow_seq
+                self.flow_task[fid] = task
+                heap = self.heap
+                for t, g, v in self.flows.add(fid, res, nbytes, now):
+                    self.seq += 1
+                    heapq.heappush(heap, (t, self.seq, _EV_DRAIN, g, v))
+            elif self.net is not None:
                 self.flow_seq += 1
                 self.flow_task[self.flow_seq] = task
                 self.net.add_flow(self.flow_seq, src, dst, nbytes, now)
                 self._net_changed = True
-                task.flow_open = True
-            else:
-                rate = min(self.link_bps, self.mem_bps[src]) if src != dst else self.mem_bps[src]
-                hops = self.mesh.hops(src, dst)
-                t_mem = nbytes / rate + hops * self.hop_s
-                for lk in self.mesh.route(src, dst):
-                    self.link_bytes[lk] += nbytes
-                if t_mem > cs:
-                    task.flow_open = True
-                    self._push(now + t_mem, _EV_FLOW, task)
-        self.energy_dyn += vals[3 * tau + 2][blk]
+
 
     def _finish(self, task: _Task) -> None:
         c = task.chip
@@ -615,11 +683,13 @@ class Engine:
         for c, task in enumerate(self.run_task):  # tasks running at the cut-off count as busy up to it
             if task is not None:
                 running_busy[c] += max(0.0, end - task.start)
+        nl = self.mesh.n_links
         if self.net is not None:
-            link_util = self.net.link_utilisation(end) if end > 0 else np.zeros(self.mesh.n_links)
+            link_util = self.net.link_utilisation(end) if end > 0 else np.zeros(nl)
             series = self.net.utilisation_series() if self.opt.link_bins_s else None
         else:
-            link_util = self.link_bytes / (self.link_bps * end) if end > 0 else self.link_bytes * 0
+            # Bytes are credited when a flow drains (flows cut by the horizon are not counted).
+            link_util = np.asarray(self.link_bytes[:nl]) / (self.link_bps * end) if end > 0 else np.zeros(nl)
             series = None
         static_w = sum(c.static_power_w for c in self.sys.chiplets)
         return RawRun(

@@ -35,7 +35,11 @@ class SimOptions:
         n_requests: Use only the first ``n_requests`` requests of the workload (None: all).
         arrival_interval_s: If set, replace the workload's arrival times by fixed arrivals every this many
             seconds starting at 0 (the artifact's 10 ms replay).
-        precision: Precision name (``hydra_opt.workload.precision``): bytes per weight/activation/KV element.
+        precision: Precision name (``hydra_opt.workload.precision``): bytes per weight/activation/KV element
+            (None: the design's).
+        hop_latency_s: NoI per-hop latency, s (10 ns, the artifact's link latency).
+        library_preset: Chiplet-library preset (``hydra_opt.hardware.chiplets``; None: the library default,
+            ``"paper"`` in the paper preset: the artifact's 144 mm² profiles as coded).
         ttft_from: ``"arrival"`` (default; includes queueing) or ``"batch_start"`` (the artifact's: from the start
             of the batch the request was admitted to; excludes queueing).
         throughput_window: ``"measure"`` (default: output tokens emitted inside ``[warmup, end]`` divided by its
@@ -63,11 +67,13 @@ class SimOptions:
     horizon_s: float | None = None
     n_requests: int | None = None
     arrival_interval_s: float | None = None
-    precision: str = "fp16"
+    precision: str | None = None
+    hop_latency_s: float = 10e-9
+    library_preset: str | None = None
     ttft_from: str = "arrival"
     throughput_window: str = "measure"
     warmup_frac: float = 0.1
-    sharing: str = "maxmin"
+    sharing: str = "equal"
     page_tokens: int = 16
     token_budget: int = 8192
     max_batches: int | None = None
@@ -111,6 +117,7 @@ class SimOptions:
             n_requests=5000,
             arrival_interval_s=0.01,
             precision="int8",
+            library_preset="paper",
             ttft_from="batch_start",
             throughput_window="whole_run",
             preempt_requeue="back",

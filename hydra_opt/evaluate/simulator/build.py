@@ -1,0 +1,156 @@
+"""Build a :class:`SimSystem` from a ``DesignPoint``: chiplets from the library, placement, mesh, mapping Ω.
+
+Placement comes from ``hydra_opt.system.placement.place`` and Ω from ``hydra_opt.runtime.mapping`` when those
+modules are available; otherwise documented fallbacks are used (HBMs on the ring in ring order, compute chiplets
+dealt round-robin into the remaining slots, block ``b`` on memory ``b mod M``; Ω by
+:func:`~hydra_opt.evaluate.simulator.system.greedy_omega`), and the result records which was used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from hydra_opt.evaluate.simulator.system import SimModel, SimSystem, greedy_omega, omega_from
+
+__all__ = ["build_system", "DEFAULT_HOP_LATENCY_S"]
+
+#: Per-hop NoI latency, s (the HYDRA artifact's 10 ns link latency; UCIe-class D2D links are a few ns).
+DEFAULT_HOP_LATENCY_S = 10e-9
+
+
+def _try_import(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _fallback_placement(design, n_blocks: int) -> tuple[list[int], list[int], list[int], list[str]]:
+    """(memory nodes, compute nodes in chiplet order, block → memory index, chiplet names in order)."""
+    pkg = design.package
+    ring = list(pkg.ring_nodes)
+    mem_nodes = ring[: design.n_mem]
+    free = [n for n in range(pkg.n_slots) if n not in set(mem_nodes)]
+    pools = [[name] * cnt for name, cnt in design.counts]
+    names: list[str] = []
+    while any(pools):
+        for p in pools:
+            if p:
+                names.append(p.pop())
+    chip_nodes = free[: len(names)]
+    block_mem = [b % max(1, design.n_mem) for b in range(n_blocks)]
+    return mem_nodes, chip_nodes, block_mem, names
+
+
+def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any = None, seed: int = 0,
+                 placement: str | None = None, hop_latency_s: float = DEFAULT_HOP_LATENCY_S,
+                 placement_preset: str = "clean", nominal_context: int = 512) -> tuple[SimSystem, dict]:
+    """Place ``design`` for ``model`` and assemble the engine's view of it.
+
+    Args:
+        design: A ``hydra_opt.system.design.DesignPoint``.
+        model: The ``hydra_opt.workload.models.Model`` (placement weighs blocks by their sizes).
+        sim_model: Its per-block coefficients (for Ω).
+        library: Chiplet library (default: ``ChipletLibrary.default()``).
+        seed: Seed of the ``random`` placement.
+        placement: Override of ``design.placement``.
+        hop_latency_s: NoI per-hop latency, s.
+        placement_preset: ``clean`` or ``paper`` (``hydra_opt.system.placement.place``).
+        nominal_context: Prompt/context length at which Ω prices the tasks, tokens.
+
+    Returns:
+        ``(system, info)`` where ``info`` names the placement/mapping implementations used and the placement cost.
+    """
+    from hydra_opt.hardware.chiplets import ChipletLibrary
+    from hydra_opt.hardware.memory import get_memory
+    from hydra_opt.hardware.noi import Mesh
+
+    lib = library or ChipletLibrary.default()
+    if placement is not None and placement != design.placement:
+        design = design.replace(placement=placement)
+    mem_type = get_memory(design.memory)
+    mesh = Mesh(design.grid_w, design.grid_h, design.d2d_bw_gbps, hop_latency_s)
+    info: dict[str, Any] = {}
+    pl_mod = _try_import("hydra_opt.system.placement")
+    if pl_mod is not None and hasattr(pl_mod, "place"):
+        pl = pl_mod.place(design, model, seed=seed, library=lib, preset=placement_preset)
+        mem_nodes = [int(x) for x in pl.mem_slots]
+        chips = sorted(pl.chiplets, key=lambda c: c.index)
+        chip_nodes = [int(c.slot) for c in chips]
+        names = [str(c.name) for c in chips]
+        block_mem = [int(m) for m in pl.weight_map]
+        info["placement"] = f"hydra_opt.system.placement ({design.placement})"
+        info["placement_cost"] = float(getattr(pl, "cost", float("nan")))
+    else:
+        mem_nodes, chip_nodes, block_mem, names = _fallback_placement(design, sim_model.n_blocks)
+        info["placement"] = "fallback round-robin (hydra_opt.system.placement unavailable)"
+    settings = getattr(design, "dynacore", None)
+    chiplets = [lib.get(n, design.d2d_bw_gbps, design.slot_area_mm2, settings=settings) for n in names]
+    labels = [""] * mesh.n_nodes
+    for n, nd in zip(names, chip_nodes):
+        labels[nd] = n
+    for nd in mem_nodes:
+        labels[nd] = design.memory
+    system = SimSystem(
+        chiplets=chiplets,
+        chip_node=list(chip_nodes),
+        memories=[mem_type] * len(mem_nodes),
+        mem_node=list(mem_nodes),
+        block_mem=list(block_mem),
+        mesh=mesh,
+        name=design.name or "design",
+        node_labels=labels,
+    )
+    map_mod = _try_import("hydra_opt.runtime.mapping")
+    omega = None
+    if map_mod is not None:
+        omega = _call_mapping(map_mod, system, sim_model, design, nominal_context)
+    if omega is None:
+        omega = greedy_omega(system, sim_model, batch=design.max_batch)
+        info["mapping"] = "greedy bottleneck (fallback)"
+    else:
+        info["mapping"] = "hydra_opt.runtime.mapping"
+    system.omega = omega
+    return system, info
+
+
+def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any, nominal_context: int = 512) -> dict | None:
+    """Ω from ``hydra_opt.runtime.mapping.map_tasks`` over the 2·n_blocks (phase, block) tasks.
+
+    Cost of task k on chiplet c (Eq. 3): roofline time of the block at a nominal batch (``max_batch`` requests,
+    prefill of ``nominal_context`` tokens or a decode step at that context) with memory streaming at the link
+    bandwidth, plus ``hops · bytes / B_NoI`` to the block's memory.
+    """
+    import numpy as np
+
+    from hydra_opt.evaluate.simulator.system import PHASES, compat_lists, mem_coefficients, time_coefficients
+    from hydra_opt.workload.cost import batch_aggregates
+
+    fn = getattr(mod, "map_tasks", None)
+    if fn is None:
+        return None
+    n_b, n_c = sim_model.n_blocks, len(system.chiplets)
+    native, _ = compat_lists(system.chiplets, sim_model.families)
+    bsz = int(design.max_batch)
+    link = system.mesh.link_bw_gbps
+    mem_k, _ = mem_coefficients(sim_model.coeffs)
+    kt = {}
+    for ch in system.chiplets:
+        if ch not in kt:
+            kt[ch] = time_coefficients(ch, sim_model.coeffs)
+    cost = np.full((2 * n_b, n_c), np.inf)
+    for pi, phase in enumerate(PHASES):
+        if phase == "prefill":
+            agg = batch_aggregates(np.zeros(bsz), np.full(bsz, nominal_context))
+        else:
+            agg = batch_aggregates(np.full(bsz, nominal_context), np.ones(bsz))
+        mem_b = mem_k @ agg
+        for b in range(n_b):
+            for c in native[(sim_model.families[b], phase)]:
+                comp, sram = kt[system.chiplets[c]]
+                hops = system.mesh.hops(system.chip_node[c], system.mem_node[system.block_mem[b]])
+                t_run = max(float(comp[b] @ agg), float(sram[b] @ agg), mem_b[b] / (link * 1e9))
+                cost[pi * n_b + b, c] = t_run + float(mod.comm_time_s(hops, mem_b[b], link))
+    res = fn(cost, np.isfinite(cost))
+    return {(PHASES[k // n_b], k % n_b): int(c) for k, c in enumerate(res.assign)}

@@ -1,0 +1,80 @@
+"""``simulate(design, model, workload)``: resolve names, build the system, apply options, run, summarise."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from hydra_opt.evaluate.simulator.build import build_system
+from hydra_opt.evaluate.simulator.metrics import SimResult
+from hydra_opt.evaluate.simulator.options import SimOptions
+from hydra_opt.evaluate.simulator.run import run_system
+from hydra_opt.evaluate.simulator.system import SimModel
+
+__all__ = ["simulate_design", "resolve_requests"]
+
+
+def resolve_requests(workload: Any, seed: int, options: SimOptions) -> tuple[str, np.ndarray, np.ndarray, np.ndarray, float | None]:
+    """(name, arrival_s, prompt_tokens, output_tokens, workload horizon) after the options' overrides."""
+    name = ""
+    horizon = None
+    if hasattr(workload, "arrival_s"):
+        req = workload
+        name = getattr(workload, "name", "requests")
+    else:
+        if isinstance(workload, (str, os.PathLike)):
+            from hydra_opt.workload.workload import load_workload
+
+            workload = load_workload(workload)
+        name = workload.name
+        horizon = getattr(workload, "horizon_s", None)
+        req = workload.requests(seed)
+    arr = np.asarray(req.arrival_s, dtype=np.float64)
+    prompt = np.asarray(req.prompt_tokens, dtype=np.int64)
+    out = np.asarray(req.output_tokens, dtype=np.int64)
+    if options.n_requests is not None:
+        arr, prompt, out = arr[: options.n_requests], prompt[: options.n_requests], out[: options.n_requests]
+    if options.arrival_interval_s is not None:
+        arr = np.arange(arr.size, dtype=np.float64) * options.arrival_interval_s
+    prompt = np.maximum(prompt, 1)
+    out = np.maximum(out, 1)
+    return name, arr, prompt, out, horizon
+
+
+def simulate_design(design: Any, model: Any, workload: Any, *, seed: int = 0, options: SimOptions | None = None,
+                    library: Any = None) -> SimResult:
+    """See :func:`hydra_opt.evaluate.simulate`."""
+    opt = options or SimOptions()
+    if isinstance(design, (str, os.PathLike)):
+        from hydra_opt.system.design import load_design
+
+        design = load_design(design)
+    if isinstance(model, (str, os.PathLike)):
+        from hydra_opt.workload.models import load_model
+
+        model = load_model(model)
+    if library is None:
+        from hydra_opt.hardware.chiplets import ChipletLibrary
+
+        library = ChipletLibrary.default(opt.library_preset) if opt.library_preset else ChipletLibrary.default()
+    precision = opt.precision or design.precision
+    sim_model = SimModel.from_model(model, precision)
+    pseed = opt.placement_seed if opt.placement_seed is not None else seed
+    system, info = build_system(design, model, sim_model, library=library, seed=pseed, placement=opt.placement,
+                                hop_latency_s=opt.hop_latency_s,
+                                placement_preset="paper" if opt.paper_preset else "clean")
+    wname, arr, prompt, out, horizon = resolve_requests(workload, seed, opt)
+    if opt.horizon_s is None and horizon is not None:
+        opt = opt.with_(horizon_s=float(horizon))
+    res = run_system(
+        system, sim_model, arr, prompt, out, opt,
+        batching=opt.batching or design.batching,
+        scheduler=opt.scheduler or design.scheduler,
+        max_batch=opt.max_batch or design.max_batch,
+        seed=seed,
+        workload=wname,
+    )
+    object.__setattr__(res, "options", {**res.options, "build": info, "precision_used": precision})
+    return res

@@ -1,0 +1,87 @@
+"""A lean, incremental flow model for the engine's hot path: bottleneck equal sharing of links and HBM ports.
+
+Semantics are those of ``hydra_opt.hardware.noi.FlowNetwork(sharing="equal")``: every resource (directed link or
+memory port) is split equally among the flows crossing it and a flow drains at the minimum of its shares
+(no redistribution of a share another bottleneck leaves unused, so it is a slightly pessimistic approximation of
+max-min fairness). Rates are recomputed — exactly, not time-stepped — whenever a flow starts or drains, but only
+for the flows that share a resource with it; the engine re-times their drain events with a version number.
+The exact max-min model stays available through ``FlowNetwork`` (``SimOptions.sharing = "maxmin"``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["EqualShareFlows"]
+
+
+class EqualShareFlows:
+    """Active flows and their rates.
+
+    Args:
+        caps_bps: Capacity of every resource, bytes/s.
+        n_links: The first ``n_links`` resources are mesh links (for utilisation reporting).
+    """
+
+    def __init__(self, caps_bps: list[float], n_links: int) -> None:
+        self.cap = list(caps_bps)
+        self.on: list[set[int]] = [set() for _ in caps_bps]
+        self.n_links = n_links
+        # fid -> [resources, remaining bytes, rate, t_last, version]
+        self.flows: dict[int, list] = {}
+        self.bytes_done = [0.0] * len(caps_bps)
+
+    def _retime(self, fids: set[int], now: float, out: list) -> None:
+        cap, on, flows = self.cap, self.on, self.flows
+        for g in fids:
+            f = flows[g]
+            rate = min([cap[r] / len(on[r]) for r in f[0]])
+            if rate == f[2]:
+                continue  # its bottleneck share did not change: its drain event stays valid
+            rem = f[1] - f[2] * (now - f[3])
+            if rem < 0.0:
+                rem = 0.0
+            f[1] = rem
+            f[2] = rate
+            f[3] = now
+            f[4] += 1
+            out.append((now + rem / rate, g, f[4]))
+
+    def add(self, fid: int, resources: tuple[int, ...], nbytes: float, now: float) -> list[tuple[float, int, int]]:
+        """Start a flow; returns ``(drain time, fid, version)`` for it and every flow whose rate changed."""
+        on = self.on
+        touched: set[int] = set()
+        for r in resources:
+            s = on[r]
+            touched |= s
+            s.add(fid)
+        self.flows[fid] = [resources, float(nbytes), 0.0, now, 0]
+        touched.add(fid)
+        out: list = []
+        self._retime(touched, now, out)
+        return out
+
+    def version(self, fid: int) -> int:
+        """Current version of an active flow (-1 when not active)."""
+        f = self.flows.get(fid)
+        return -1 if f is None else f[4]
+
+    def drain(self, fid: int, now: float) -> list[tuple[float, int, int]]:
+        """Remove a drained flow; returns re-timed ``(drain time, fid, version)`` of the flows that sped up."""
+        f = self.flows.pop(fid)
+        on = self.on
+        touched: set[int] = set()
+        total = f[1] + 0.0
+        for r in f[0]:
+            s = on[r]
+            s.discard(fid)
+            touched |= s
+        del total
+        out: list = []
+        if touched:
+            self._retime(touched, now, out)
+        return out
+
+    def account(self, resources: tuple[int, ...], nbytes: float) -> None:
+        """Record ``nbytes`` carried over ``resources`` (called once per flow)."""
+        bd = self.bytes_done
+        for r in resources:
+            bd[r] += nbytes
