@@ -86,8 +86,9 @@ def _hardware(kind: str) -> None:
             names = getattr(mem, "MEMORY_NAMES", ("hbm3", "hbm3e", "gddr7"))
             for name in names:
                 m = mem.get_memory(name)
+                cap_gib = getattr(m, "capacity_bytes", 0) / 2**30
                 print(
-                    f"{name:<6} {getattr(m, 'capacity_bytes', 0) / 2**30:>5.0f} GiB {getattr(m, 'bw_gbps', 0):>7.0f} GB/s "
+                    f"{name:<6} {cap_gib:>5.0f} GiB {getattr(m, 'bw_gbps', 0):>7.0f} GB/s "
                     f"{getattr(m, 'latency_ns', 0):>5.0f} ns {getattr(m, 'area_mm2', 0):>6.1f} mm2"
                 )
     except (ImportError, AttributeError) as exc:
