@@ -121,3 +121,18 @@ def test_library_file_errors_are_located(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         chiplets_mod.validate_library_file(bad)
     assert "chiplets.tscs_p.compositions[4]" in str(e.value) and "exceeds" in str(e.value)
+
+
+@pytest.mark.parametrize("slot", [100.0, 121.0, 144.0, 200.0])
+def test_every_chiplet_fits_every_slot_and_bandwidth(lib: ChipletLibrary, slot: float) -> None:
+    for name in lib.names():
+        if name == "dynacore":
+            continue
+        prev = None
+        for bw in (64, 128, 256, 384, 512, 640, 768, 1024):
+            c = lib.get(name, bw, slot)
+            assert c.area_mm2 <= slot + 1e-9, (name, bw, slot, c.area_mm2)
+            assert c.cores >= 0 and c.sram_bytes >= 0
+            if lib.spec(name).profiled(bw, slot) is None and prev is not None and lib.spec(name).profiled(prev[0], slot) is None:
+                assert c.cores <= prev[1], (name, bw, slot)  # composed rows: faster links never add cores
+            prev = (bw, c.cores)

@@ -116,3 +116,12 @@ def test_example_designs_load_and_match_their_source_comment() -> None:
             batch, m, mp, md, ap, ad
         )
         assert d.d2d_bw_gbps == bw and d.n_chiplets == 24
+
+
+def test_round_trip_over_a_paper_space() -> None:
+    from hydra_opt.system.space import nemotron_h_space
+
+    for d in nemotron_h_space("artifact"):
+        if d.max_batch != 8:
+            continue
+        assert DesignPoint.from_dict(d.to_dict()) == d
