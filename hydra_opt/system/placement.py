@@ -6,7 +6,7 @@ Policies (docs/noi_placement.md):
 
   1. *Memory step.* Memory chiplets take the first ``n_mem`` slots of a fixed ring order. For a hybrid model they
      are split into a Mamba group (the ``N_M`` lowest node ids) and an attention group (the rest), choosing
-     ``N_M`` to maximise ``min(r_M, r_A)`` of Eq. (1): ``r_f = max(0, ⌊(N_f·C_mem − W_f) / S_f⌋)``, the number
+     ``N_M`` (at most one memory per block of the family) to maximise ``min(r_M, r_A)`` of Eq. (1): ``r_f = max(0, ⌊(N_f·C_mem − W_f) / S_f⌋)``, the number
      of concurrent requests whose per-request memory ``S_f`` (Mamba: recurrent + conv state; attention: KV at
      ``context_tokens``) fits next to the family's weights ``W_f`` (``split="capacity"``, our default). The
      artifact's bandwidth variant (``split="bandwidth"``, paper preset) scores
@@ -15,11 +15,13 @@ Policies (docs/noi_placement.md):
      its family's group, in contiguous chunks of the model order.
   2. *Compute step* (Eq. 2). A compute chiplet ``c`` at slot ``p`` costs ``v(c)·Σ_h d(p, h)`` over the memories
      ``h`` holding weights of the block families it runs (Manhattan distance ``d``; volume weight ``v``:
-     1 for prefill, 4 for decode chiplets — the ratio of the artifact's per-task bandwidths 64:256 GB/s). The
-     groups are placed one after another, larger first, each by an exact minimum-cost assignment of its
-     chiplets to the still-free slots (``scipy.optimize.linear_sum_assignment``): the optimum of Eq. (2) for
-     that group given the earlier ones, where the paper draws 1,000 random shuffles over a candidate region.
-     ``cp_order="joint"`` instead solves one assignment over all chiplets: the exact minimum of the total.
+     1 for prefill, 4 for decode chiplets — the ratio of the artifact's per-task bandwidths 64:256 GB/s).
+     Default ``cp_order="joint"``: one exact minimum-cost assignment of all compute chiplets to the free slots
+     (``scipy.optimize.linear_sum_assignment``) — the exact minimum of Eq. (2) summed over both groups, so no
+     conflict between groups is left to resolve. ``cp_order="sequential"`` follows the paper's procedure: the
+     groups are placed one after another, larger first, each by an exact assignment of its chiplets to the
+     still-free slots (the optimum for that group given the earlier ones, where the paper draws 1,000 random
+     shuffles over a candidate region); its total is never below the joint one.
 
 * ``rr`` — round robin: compute types dealt cyclically over the free slots in node-id order; block ``i``'s
   weights on memory ``i mod n_mem``.
@@ -55,6 +57,7 @@ __all__ = [
     "placement_problem",
     "place",
     "eq2_cost",
+    "mean_hops",
 ]
 
 #: Placement policies.
@@ -184,6 +187,11 @@ class Placement:
             nan when the policy makes no split).
         policy: ``cp``, ``rr`` or ``random``.
         seed: Seed used (``random`` only).
+        mean_hops: Byte-weighted distance (hops) from a chiplet to the weights it reads, averaged over chiplets
+            with their volume weights: ``Σ_c v(c) Σ_h s_c(h)·d(p(c), h) / Σ_c v(c)``, ``s_c(h)`` = share of the
+            weight bytes of c's families held by memory h. Unlike :attr:`cost` it is comparable between
+            placements with different weight maps (Eq. 2 grows with the number of memories a family uses).
+        mem_weight_bytes: Weight bytes held by each memory, bytes.
     """
 
     width: int
@@ -197,6 +205,7 @@ class Placement:
     concurrency: tuple[float, float] = (math.nan, math.nan)
     policy: str = "cp"
     seed: int = 0
+    mean_hops: float = math.nan
     mem_weight_bytes: tuple[float, ...] = field(default=(), compare=False)
 
     @property
@@ -312,12 +321,12 @@ def split_memories(problem: PlacementProblem, *, split: str = "capacity", weight
     if m < 2:
         return m
     best_key, best_n = None, 1
-    lo, hi = 1, m - 1
-    if split == "bandwidth":  # the artifact clamps groups to at most one memory per block
-        lo = max(lo, m - len(problem.family_blocks("attention")))
-        hi = min(hi, len(problem.family_blocks("mamba")))
-        if lo > hi:
-            lo, hi = 1, m - 1
+    # A block's weights and its KV/state live on one memory, so a group gets at most one memory per block of
+    # its family (more would be capacity Eq. 1 counts but no block can use; the artifact clamps the same way).
+    lo = max(1, m - len(problem.family_blocks("attention")))
+    hi = min(m - 1, len(problem.family_blocks("mamba")))
+    if lo > hi:  # more memories than blocks: the surplus holds nothing whichever way we split
+        lo = hi = min(m - 1, len(problem.family_blocks("mamba")))
     for n_m in range(lo, hi + 1):
         r_m, r_a = group_concurrency(problem, n_m, split=split)
         fits = _weight_map_fits(problem, n_m, weights)
@@ -454,6 +463,30 @@ def eq2_cost(
     return total
 
 
+def mean_hops(
+    problem: PlacementProblem, chip_slots: Sequence[int], mem_slots: Sequence[int], wmap: Sequence[int]
+) -> float:
+    """Byte-weighted mean chiplet-to-weights distance, hops (see :attr:`Placement.mean_hops`)."""
+    h = problem.height
+    fam_bytes: dict[str, dict[int, float]] = {}
+    for b, m in zip(problem.blocks, wmap):
+        d = fam_bytes.setdefault(b.family, {})
+        d[m] = d.get(m, 0.0) + b.weight_bytes
+    num = den = 0.0
+    for c, slot in zip(problem.compute, chip_slots):
+        per: dict[int, float] = {}
+        for f in c.families:
+            for m, v in fam_bytes.get(f, {}).items():
+                per[m] = per.get(m, 0.0) + v
+        tot = sum(per.values())
+        if tot <= 0:
+            continue
+        dist = sum(v * (abs(slot // h - mem_slots[m] // h) + abs(slot % h - mem_slots[m] % h)) for m, v in per.items())
+        num += c.weight * dist / tot
+        den += c.weight
+    return num / den if den else 0.0
+
+
 def _cost_matrix(problem: PlacementProblem, chips: Sequence[int], slots: Sequence[int], mem_slots, partners):
     h = problem.height
     sx = np.array([s // h for s in slots])
@@ -535,7 +568,7 @@ def place_problem(
     seed: int = 0,
     split: str = "capacity",
     ring: str = "spread",
-    cp_order: str = "sequential",
+    cp_order: str = "joint",
     weights: str = "balanced",
 ) -> Placement:
     """Place a :class:`PlacementProblem`.
@@ -546,7 +579,8 @@ def place_problem(
         seed: Seed of the ``random`` policy.
         split: Memory split of ``cp``: ``capacity`` (Eq. 1, default) or ``bandwidth`` (artifact).
         ring: Ring order of memory slots: ``spread`` (default) or ``artifact`` (6×4 only).
-        cp_order: ``sequential`` (larger group first, exact per group; the paper's procedure) or ``joint``.
+        cp_order: ``joint`` (exact minimum of the total Eq. 2; default) or ``sequential`` (larger group first,
+            exact per group; the paper's procedure).
         weights: Weight chunks of ``cp``: ``balanced`` (contiguous, minimum largest memory; default) or
             ``chunks`` (the artifact's per-block-kind equal counts).
 
@@ -615,6 +649,7 @@ def place_problem(
         mem_groups=tuple(labels),
         weight_map=tuple(int(m) for m in wmap),
         cost=eq2_cost(problem, chip_slot, mem_slots, wmap),
+        mean_hops=mean_hops(problem, chip_slot, mem_slots, wmap),
         concurrency=(float(concurrency[0]), float(concurrency[1])),
         policy=policy,
         seed=int(seed),
@@ -669,8 +704,9 @@ def place(design, model, *, seed: int = 0, library=None, preset: str = "clean", 
         model: ``Model``.
         seed: Seed of the ``random`` policy.
         library: Chiplet library (default library when None).
-        preset: ``clean`` (capacity split of Eq. 1, spread ring order, byte-balanced weight chunks) or ``paper``
-            (the artifact: bandwidth split, its 6×4 ring order, per-kind equal chunks).
+        preset: ``clean`` (capacity split of Eq. 1, spread ring order, byte-balanced weight chunks, joint
+            assignment) or ``paper`` (the artifact: bandwidth split, its 6×4 ring order, per-kind equal chunks,
+            groups placed larger first).
         **kwargs: Overrides of :func:`place_problem` options (``split``, ``ring``, ``cp_order``, ``weights``).
     """
     problem = placement_problem(design, model, library)
@@ -679,6 +715,7 @@ def place(design, model, *, seed: int = 0, library=None, preset: str = "clean", 
             "split": "bandwidth",
             "ring": "artifact" if (design.grid_w, design.grid_h) == (6, 4) else "spread",
             "weights": "chunks",
+            "cp_order": "sequential",
         }
     elif preset == "clean":
         opts = {}
