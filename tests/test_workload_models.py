@@ -362,3 +362,24 @@ def test_variant_keys_validated(tmp_path: Path) -> None:
         _model(tmp_path, variants={"x": {"foo": 1}})
     node = Node({**BASE, "variants": {"small": {"max_position": 128}}}, file="mem.yaml")
     assert model_from_node(node, "small").max_position == 128
+
+
+def test_tied_head_stored_once_read_every_pass() -> None:
+    m = load_model("mamba2-2.7b")
+    last = m.blocks[-1]
+    head = 50288 * 2560
+    # the last block reads the (tied) head matrix + final norm every pass, the others do not
+    assert last.weight_bytes("int8") - m.blocks[-2].weight_bytes("int8") == head + 2560
+    assert m.block_weight_bytes("int8").sum() == m.param_count  # embedding table stored once, read as the head
+    assert decode_cost(last, 10, "int8", batch=3).macs - decode_cost(m.blocks[-2], 10, "int8", batch=3).macs == (
+        3 * head
+    )
+
+
+def test_io_bytes_hidden_in_and_out_per_new_token() -> None:
+    z = load_model("zamba2-7b")
+    att = next(b for b in z.blocks if b.family == "attention")
+    mam = z.blocks[1]
+    # Zamba2's shared block takes concat(hidden, embedding): 2d in, d out; a Mamba block d in, d out
+    assert block_cost(att, [5, 9], [3, 1], "bf16").io_bytes == 4 * (2 * 3584 + 3584) * 2
+    assert block_cost(mam, [5, 9], [3, 1], "bf16").io_bytes == 4 * (3584 + 3584) * 2
