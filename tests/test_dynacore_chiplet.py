@@ -109,3 +109,16 @@ def test_fixed_meu_policy_is_slower_for_gemv() -> None:
 def test_settings_dict_round_trip() -> None:
     s = DynaCoreSettings(meu_policy="fixed", meu_shape=(1, 64, 16), cores=8)
     assert DynaCoreSettings(**{**s.to_dict(), "meu_shape": tuple(s.to_dict()["meu_shape"])}) == s
+
+
+def test_library_hook_builds_dynacore_chiplets() -> None:
+    from hydra_opt.hardware.chiplets import ChipletLibrary
+    from hydra_opt.system.design import DynaCoreSettings as DesignSettings
+
+    lib = ChipletLibrary.default()
+    c = lib.get("dynacore", 256, 121, settings=DesignSettings(core_size=32))
+    assert c.name == "dynacore" and c.cores == cores_for_area(DynaCoreSettings(), 121, 256)
+    # Smaller cores: more of them, same or nearly the same PE count in the same slot.
+    small = lib.get("dynacore", 256, 121, settings=DesignSettings(core_size=16))
+    assert small.cores > c.cores
+    assert abs(small.cores * 256 - c.cores * 1024) <= 1024 + 256

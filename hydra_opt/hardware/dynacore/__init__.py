@@ -110,3 +110,7 @@ __all__ = [
     "ConfigTable",
     "search_gemm",
 ]
+
+from hydra_opt.hardware.dynacore.chiplet import register_provider as _register_provider
+
+_register_provider()

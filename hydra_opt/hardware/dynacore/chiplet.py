@@ -1,16 +1,15 @@
 """DynaCore as a chiplet of the HYDRA package: settings, area-limited core count, ChipletType, block pricing.
 
-Area accounting (the same components as the other chiplets; HYDRA artifact ``component_28nm.yml`` @7e608910,
-read from ``/work/shared/data/hydra_artifact``):
+Area accounting is the shared one (:func:`hydra_opt.hardware.area.composition_area`) with the 28 nm technology table
+of the shipped chiplet library (``hydra_opt/data/chiplets/hydra_28nm.yaml``, from the HYDRA artifact's
+``component_28nm.yml`` @7e608910): a DynaCore core of ``S²`` PEs is costed at the tensor-core MAC area
+(1.3129 mm² per 256 MACs) times ``1 + pe_area_overhead`` (the reshaping/DQ logic; the paper's synthesis overhead,
+Table 2, is not in our text), plus one 2.4 Gop/s SFU; SRAM 1.5336 mm² per 1 MB bank; per link bump + PHY, one DMA
+per link, all scaled with the D2D bandwidth; the table's overhead fraction on top. The core count is the largest
+that fits the slot: ``⌊(slot/(1+overhead) − links·(bump+PHY) − DMAs − SRAM) / (core + SFU)⌋``.
+If the library cannot be loaded the same numbers come from :data:`AREA_28NM`.
 
-* PE array: 1.3129 mm² per 256 MACs (the 28 nm tensor-core unit) → ``S²`` PEs per core. The DynaCore selectors and
-  inner-product INT8 mode are not in that figure (the paper's synthesis overhead, Table 2, is not in our text);
-  ``pe_area_overhead`` lets a study add it.
-* SRAM: 1.5336 mm² per 1 MB bank (CACTI, 96 GB/s).
-* D2D: per link bump 0.238 mm² + PHY 2.56 mm² per 128 GB/s (linear), 4 links; DMA 0.0672 mm² per 128 GB/s, 4 DMAs.
-* SFU: one 2.4 Gop/s unit (0.02 mm²) per core for softmax/activations.
-
-Cores = ⌊(slot − D2D − DMA − SRAM) / (core + SFU)⌋.
+Importing this package registers ``dynacore`` as a chiplet provider of ``hydra_opt.hardware.chiplets``.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from hydra_opt.hardware.dynacore.energy import DEFAULT_ENERGY
 from hydra_opt.hardware.dynacore.model_cost import gemm_list_cost
 from hydra_opt.hardware.dynacore.precision import Datapath, PrecisionPolicy, get_datapath, get_policy
 from hydra_opt.hardware.dynacore.search import ConfigTable
+from hydra_opt.hardware.area import AreaBreakdown, Composition, CoreComponent, SfuComponent, SramComponent, TechnologyTable, composition_area
 from hydra_opt.hardware.types import ChipletType
 
 __all__ = [
@@ -34,6 +34,8 @@ __all__ = [
     "AREA_28NM",
     "core_area_mm2",
     "fixed_area_mm2",
+    "area_breakdown",
+    "register_provider",
     "cores_for_area",
     "resolve_settings",
     "dynacore_chiplet",
@@ -153,22 +155,80 @@ def coerce_settings(obj: Any, **overrides: Any) -> DynaCoreSettings:
     return DynaCoreSettings(**kwargs)
 
 
+def _fallback_technology() -> TechnologyTable:
+    a = AREA_28NM
+    return TechnologyTable(
+        name="28nm",
+        node_nm=28.0,
+        clock_ghz=1.0,
+        cores={"tscs": CoreComponent("tscs", 256, a["mac_mm2"] * 256)},
+        srams={"1M": SramComponent("1M", 2**20, a["sram_mb_gbps"], a["sram_mb_mm2"])},
+        sfus={"2.4": SfuComponent("2.4", a["sfu_gops"], a["sfu_mm2"])},
+        bump_mm2=((128.0, a["bump_mm2_per_gbps"] * 128),),
+        phy_mm2=((128.0, a["phy_mm2_per_gbps"] * 128),),
+        dma_mm2=((128.0, a["dma_mm2_per_gbps"] * 128),),
+    )
+
+
+_TECH: list[TechnologyTable] = []
+
+
+def technology() -> TechnologyTable:
+    """The 28 nm technology table of the shipped chiplet library (or the same values from :data:`AREA_28NM`)."""
+    if not _TECH:
+        tech = None
+        try:
+            from hydra_opt.hardware.chiplets import ChipletLibrary
+
+            lib = ChipletLibrary.default()
+            for name in lib.names():
+                try:
+                    t = lib.spec(name).technology
+                except Exception:  # noqa: BLE001 - hook names have no spec
+                    continue
+                if t.name == "28nm" and "tscs" in t.cores and "1M" in t.srams and "2.4" in t.sfus:
+                    tech = t
+                    break
+        except Exception:  # noqa: BLE001 - library unavailable: same numbers from the constants
+            tech = None
+        _TECH.append(tech or _fallback_technology())
+    return _TECH[0]
+
+
+def _components(settings: DynaCoreSettings) -> tuple[TechnologyTable, CoreComponent, SramComponent, SfuComponent]:
+    t = technology()
+    mac = t.cores["tscs"]
+    s2 = settings.core_size**2
+    core = CoreComponent(f"dynacore{settings.core_size}", s2, mac.area_mm2 / mac.macs * s2 * (1.0 + settings.pe_area_overhead))
+    return t, core, t.srams["1M"], t.sfus["2.4"]
+
+
+def area_breakdown(settings: DynaCoreSettings, cores: int, d2d_bw_gbps: float) -> AreaBreakdown:
+    """Area of a DynaCore chiplet with ``cores`` cores (shared area model), mm²."""
+    t, core, sram, sfu = _components(settings)
+    comp = Composition(cores, settings.sram_mb, cores, settings.links, settings.links)
+    return composition_area(t, core, sram, sfu, comp, d2d_bw_gbps)
+
+
 def core_area_mm2(settings: DynaCoreSettings) -> float:
-    """Area of one core (PE array + its SFU), mm²."""
-    s = settings.core_size
-    return s * s * AREA_28NM["mac_mm2"] * (1.0 + settings.pe_area_overhead) + AREA_28NM["sfu_mm2"]
+    """Area of one core (PE array + its SFU) before the technology overhead, mm²."""
+    _, core, _, sfu = _components(settings)
+    return core.area_mm2 + sfu.area_mm2
 
 
 def fixed_area_mm2(settings: DynaCoreSettings, d2d_bw_gbps: float) -> float:
-    """Area of everything but the cores (D2D links, DMAs, SRAM), mm²."""
-    per_link = d2d_bw_gbps * (AREA_28NM["bump_mm2_per_gbps"] + AREA_28NM["phy_mm2_per_gbps"] + AREA_28NM["dma_mm2_per_gbps"])
-    return settings.links * per_link + settings.sram_mb * AREA_28NM["sram_mb_mm2"]
+    """Area of everything but the cores (D2D links, DMAs, SRAM) before the technology overhead, mm²."""
+    b = area_breakdown(settings, 0, d2d_bw_gbps)
+    return b.sram_mm2 + b.bump_phy_mm2 + b.dma_mm2
 
 
 def cores_for_area(settings: DynaCoreSettings, slot_area_mm2: float, d2d_bw_gbps: float) -> int:
     """Cores that fit the slot after PHY/bumps/DMA/SRAM (0 if none)."""
-    left = slot_area_mm2 - fixed_area_mm2(settings, d2d_bw_gbps)
-    return max(0, math.floor(left / core_area_mm2(settings) + 1e-9))
+    budget = slot_area_mm2 / (1.0 + technology().overhead_fraction)
+    n = max(0, math.floor((budget - fixed_area_mm2(settings, d2d_bw_gbps)) / core_area_mm2(settings) + 1e-9))
+    while n > 0 and area_breakdown(settings, n, d2d_bw_gbps).total_mm2 > slot_area_mm2 + 1e-9:
+        n -= 1
+    return n
 
 
 def resolve_settings(settings: DynaCoreSettings, slot_area_mm2: float, d2d_bw_gbps: float) -> DynaCoreSettings:
@@ -199,20 +259,22 @@ def dynacore_chiplet(
     settings: DynaCoreSettings,
     slot_area_mm2: float,
     d2d_bw_gbps: float,
-    families: tuple[str, ...] = ("attention",),
+    families: tuple[str, ...] = ("attention", "mamba"),
 ) -> ChipletType:
     """The :class:`ChipletType` of a DynaCore chiplet in a slot of ``slot_area_mm2`` at ``d2d_bw_gbps`` per link.
 
     Peak MACs/cycle use the prefill datapath's K-packing (W8A8: 2 per PE). The element-wise unit is assumed
     ``S`` lanes wide per core (the output path); the buffer is banked per core to feed the weight port
-    (``S²`` 4-bit elements per cycle per core).
+    (``S²`` 4-bit elements per cycle per core). Families default to both: the GEMMs of Mamba blocks run on the
+    arrays and their scan/convolution on the element-wise lanes (an assumption: the paper evaluates transformers
+    only). Energy fields come from :mod:`hydra_opt.hardware.dynacore.energy`.
     """
     rs = resolve_settings(coerce_settings(settings), slot_area_mm2, d2d_bw_gbps)
     s, c = rs.core_size, rs.cores
     assert c is not None
     pre = get_datapath(rs.prefill_precision)
     f_ghz = rs.clock_mhz / 1000.0
-    area = c * core_area_mm2(rs) + fixed_area_mm2(rs, d2d_bw_gbps)
+    area = area_breakdown(rs, c, d2d_bw_gbps).total_mm2
     return ChipletType(
         name="dynacore",
         families=frozenset(families),
@@ -290,3 +352,16 @@ def dynacore_block_time(
     Same arguments as :func:`dynacore_block_cost`.
     """
     return dynacore_block_cost(chiplet_settings, gemms, mem_bw_gbps, precision, cores=cores, kv_bytes=kv_bytes).latency_s
+
+
+def _provider(*, d2d_bw_gbps: float, slot_area_mm2: float, settings: Any = None) -> ChipletType:
+    return dynacore_chiplet(DynaCoreSettings() if settings is None else settings, slot_area_mm2, d2d_bw_gbps)
+
+
+def register_provider() -> None:
+    """Register ``dynacore`` with ``hydra_opt.hardware.chiplets`` (done when the package is imported)."""
+    try:
+        from hydra_opt.hardware.chiplets import register_chiplet_provider
+    except ImportError:  # pragma: no cover - library module absent
+        return
+    register_chiplet_provider("dynacore", _provider)
