@@ -56,6 +56,10 @@ EXPECTED = {
     "chiplets_bad_phase.yaml": "chiplets.tiny_p.phases[0]: 'prefil' is not one of: prefill, decode",
     "chiplets_overfull.yaml": "chiplets.tiny_p.compositions[0]: area 146.38 mm² exceeds the 121 mm² slot",
     "chiplets_negative_area.yaml": "technology.cores.tscs.area_mm2: -1.3129 is not a positive number",
+    # kinds owned by the workload layer, detected from the parent folder:
+    "models/typo_hidden_size.yaml": "hidden_size: is required",
+    "workloads/negative_rate.yaml": "arrival.rate_per_s: -1.0 is not a positive number",
+    "workloads/unknown_profile.yaml": "lengths.profile: 'arxivv' is not a shipped length profile",
 }
 
 
@@ -104,6 +108,8 @@ def test_shipped_configs_validate(capsys: pytest.CaptureFixture[str]) -> None:
     files = sorted(str(p) for p in (ROOT / "hydra_opt" / "data" / "chiplets").glob("*.yaml"))
     files += sorted(str(p) for p in (ROOT / "hydra_opt" / "data" / "memory").glob("*.yaml"))
     files += sorted(str(p) for p in (ROOT / "studies" / "designs").glob("*.yaml"))
+    files += sorted(str(p) for p in (ROOT / "hydra_opt" / "data" / "models").glob("*.yaml"))
+    files += sorted(str(p) for p in (ROOT / "hydra_opt" / "data" / "workloads").glob("*.yaml"))
     assert len(files) >= 29
     assert main(["validate", *files]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -32,6 +32,8 @@ KINDS: dict[str, str] = {
     "search_space": "hydra_opt.dse.search_space:load_search_space",
     "objective": "hydra_opt.dse.objectives:load_objectives",
     "study": "hydra_opt.dse.study:load_study_spec",
+    "model": "hydra_opt.workload.models:load_model",
+    "workload": "hydra_opt.workload.workload:load_workload",
 }
 
 #: parent folder name -> kind (used when a file has no ``kind:`` key).
