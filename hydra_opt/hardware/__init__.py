@@ -6,6 +6,7 @@ from hydra_opt.hardware.area import AreaBreakdown, Composition, compose, composi
 from hydra_opt.hardware.chiplets import ChipletLibrary, ChipletSpec, register_chiplet_provider
 from hydra_opt.hardware.memory import get_memory, list_memories
 from hydra_opt.hardware.types import FAMILIES, PHASES, ChipletType, MemoryType
+from hydra_opt.hardware.noi import SHARING_MODES, FlowDone, FlowNetwork, Mesh, plot_link_heatmap
 
 __all__: list[str] = [
     "AreaBreakdown",
@@ -22,4 +23,9 @@ __all__: list[str] = [
     "list_memories",
     "package_area_mm2",
     "register_chiplet_provider",
+    "FlowDone",
+    "FlowNetwork",
+    "Mesh",
+    "SHARING_MODES",
+    "plot_link_heatmap",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "map_tasks",
     "round_robin_mapping",
     "bottleneck_s",
+    "spatial_pipeline_mapping",
 ]
 
 _EPS = 1e-12
@@ -346,3 +347,22 @@ def map_tasks(cost_s, compatible=None, *, node_limit: int = 5_000, exact: bool =
         for k, c in zip(tasks, sol):
             assign[k] = chips[c]
     return _result(t, assign, optimal=proven, nodes=nodes)
+
+
+def spatial_pipeline_mapping(
+    costs: dict[str, np.ndarray],
+    compatible: dict[str, np.ndarray] | None = None,
+    *,
+    node_limit: int = 5_000,
+) -> dict[tuple[str, int], int]:
+    """Ω for every phase: ``{(phase, block): chiplet}`` from per-phase ``(n_blocks, n_chiplets)`` cost matrices.
+
+    Phases are mapped independently (prefill and decode tasks run on their own chiplets, or share them with
+    costs that already say so). Use ``inf`` (or ``compatible=False``) where a chiplet cannot run a block.
+    """
+    out: dict[tuple[str, int], int] = {}
+    for phase in sorted(costs):
+        m = map_tasks(costs[phase], None if compatible is None else compatible.get(phase), node_limit=node_limit)
+        for b, c in enumerate(m.assign):
+            out[(phase, b)] = c
+    return out

@@ -6,6 +6,17 @@ from hydra_opt.system.design import DesignPoint, DynaCoreSettings, load_design, 
 from hydra_opt.system.feasibility import feasibility
 from hydra_opt.system.package import Package
 from hydra_opt.system.space import DesignSpace, llama3_space, mamba2_space, nemotron_h_space, paper_space
+from hydra_opt.system.placement import (
+    PLACEMENT_POLICIES,
+    BlockSpec,
+    ComputeSpec,
+    Placement,
+    PlacementError,
+    PlacementProblem,
+    place,
+    place_problem,
+    placement_problem,
+)
 
 __all__: list[str] = [
     "DesignPoint",
@@ -19,4 +30,13 @@ __all__: list[str] = [
     "nemotron_h_space",
     "paper_space",
     "save_design",
+    "BlockSpec",
+    "ComputeSpec",
+    "PLACEMENT_POLICIES",
+    "Placement",
+    "PlacementError",
+    "PlacementProblem",
+    "place",
+    "place_problem",
+    "placement_problem",
 ]

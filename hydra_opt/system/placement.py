@@ -39,7 +39,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 __all__ = [
     "BlockSpec",
@@ -524,6 +523,8 @@ def _cp_compute(problem: PlacementProblem, free: list[int], mem_slots, wmap, ord
         groups = [by[k] for k in sorted(by, key=lambda k: (-len(by[k]), rank[k]))]
     else:
         raise ValueError(f"unknown cp_order {order!r}")
+    from scipy.optimize import linear_sum_assignment  # lazy: keeps `import hydra_opt.system` light
+
     avail = sorted(free)
     for chips in groups:
         cost = _cost_matrix(problem, chips, avail, mem_slots, partners)
