@@ -123,3 +123,20 @@ def test_distinct_pair_shortcut_matches_per_request_gemms(llama) -> None:
         kv = b.kv_elems_per_token * float(np.sum(ctx + new)) * 2.0
         want += gemm_list_cost(table, block_gemms(b, ctx, new), "w4a16", kv_bytes=kv).latency_s
     assert got.latency_s == pytest.approx(want)
+
+
+def test_decode_ablation_invariants() -> None:
+    # Sec. 8.6: on the vanilla array a batch-1 GEMV is utilisation-bound, so W4 weights (DQ) change nothing; with
+    # FP16 weights the splittable array is capped by the weight stream at about the Sec. 2.4 ratio (31.25x plus
+    # the vanilla array's fill overhead); Split-K then helps GEMVs whose N leaves cores idle.
+    from hydra_opt.hardware.dynacore import systolic
+
+    model = load_model("llama-2-7b")
+    sa = ConfigTable(systolic())
+    van = decode_step(sa, model, 1, 18, "fp16").latency_s
+    assert decode_step(sa, model, 1, 18, "w4a16").latency_s == pytest.approx(van)
+    spatial = ConfigTable(dynacore(split_k=False, pyramid=False))
+    cap = van / decode_step(spatial, model, 1, 18, "fp16").latency_s
+    assert 31.25 <= cap <= 31.25 * 1.15
+    full = ConfigTable(dynacore())
+    assert decode_step(spatial, model, 1, 18, "w4a16").latency_s > 1.5 * decode_step(full, model, 1, 18, "w4a16").latency_s

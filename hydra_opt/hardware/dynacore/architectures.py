@@ -66,6 +66,9 @@ def dynacore(
     cores: int = 16,
     device: Device = TABLE2_DEVICE,
     meu: tuple[int, int, int] | None = None,
+    *,
+    split_k: bool = True,
+    pyramid: bool = True,
 ) -> Architecture:
     """A DynaCore device.
 
@@ -74,13 +77,15 @@ def dynacore(
         cores: Number of cores ``C``.
         device: Clock, buffer, DRAM bandwidth.
         meu: ``None`` for the adaptive policy (all reachable MEUs + pyramid packing), or a fixed ``(m, n, t)``.
+        split_k: Allow Split-K MEUs (``t > 1``); False = spatial regrouping only (the paper's ablation step).
+        pyramid: Pyramid packing (False = one padded MEU per GEMM).
     """
     s = _pow2(core_size, "core_size")
     if not isinstance(cores, int) or cores < 1:
         raise ConfigError("is not a positive integer", key="cores", value=cores)
-    meus = reachable_meus(s)
-    pyramid = True
-    name = "dynacore"
+    meus = reachable_meus(s) if split_k else tuple(u for u in reachable_meus(s) if u.t == 1)
+    name = "dynacore" if (split_k and pyramid) else f"dynacore[{'splitk' if split_k else 'spatial'}" + (
+        ",pyramid]" if pyramid else "]")
     if meu is not None:
         fixed = MEU(*meu)
         if fixed not in meus:
