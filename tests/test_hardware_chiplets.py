@@ -8,7 +8,11 @@ import pytest
 
 from hydra_opt.config import ConfigError
 from hydra_opt.hardware import chiplets as chiplets_mod
-from hydra_opt.hardware.chiplets import PAPER_SRAM_BANK_BYTES, ChipletLibrary, register_chiplet_provider
+from hydra_opt.hardware.chiplets import (
+    PAPER_SRAM_BANK_BYTES,
+    ChipletLibrary,
+    register_chiplet_provider,
+)
 from hydra_opt.hardware.types import ChipletType
 
 DATA = Path(chiplets_mod.__file__).resolve().parents[1] / "data" / "chiplets"

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 
 from hydra_opt.config import ConfigError
-from hydra_opt.system.design import DesignPoint, DynaCoreSettings, load_design, save_design
+from hydra_opt.system.design import (
+    DesignPoint,
+    DynaCoreSettings,
+    load_design,
+    save_design,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

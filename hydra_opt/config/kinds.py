@@ -22,7 +22,7 @@ from typing import Any
 from hydra_opt.config.errors import ConfigError
 from hydra_opt.config.reader import load_yaml
 
-__all__ = ["KINDS", "FOLDER_KINDS", "register_kind", "detect_kind", "loader_for", "validate_file"]
+__all__ = ["FOLDER_KINDS", "KINDS", "detect_kind", "loader_for", "register_kind", "validate_file"]
 
 #: kind -> "module:function" loader.
 KINDS: dict[str, str] = {

@@ -21,17 +21,17 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 __all__ = [
-    "CoreComponent",
-    "SramComponent",
-    "SfuComponent",
-    "TechnologyTable",
-    "Composition",
     "AreaBreakdown",
-    "interpolate_area_mm2",
-    "composition_area",
+    "Composition",
+    "CoreComponent",
+    "SfuComponent",
+    "SramComponent",
+    "TechnologyTable",
     "area_problem",
-    "fill_composition",
     "compose",
+    "composition_area",
+    "fill_composition",
+    "interpolate_area_mm2",
     "package_area_mm2",
 ]
 
@@ -280,7 +280,9 @@ def compose(kind: str, d2d_bw_gbps: float, slot_area_mm2: float, library=None) -
         slot_area_mm2: Die-area budget, mm².
         library: A :class:`~hydra_opt.hardware.chiplets.ChipletLibrary` (default: the shipped one).
     """
-    from hydra_opt.hardware.chiplets import ChipletLibrary  # lazy: chiplets imports this module
+    from hydra_opt.hardware.chiplets import (
+        ChipletLibrary,  # lazy: chiplets imports this module
+    )
 
     lib = library if library is not None else ChipletLibrary.default()
     return lib.compose(kind, d2d_bw_gbps, slot_area_mm2)

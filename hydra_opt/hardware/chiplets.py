@@ -42,13 +42,13 @@ from hydra_opt.hardware.area import (
 from hydra_opt.hardware.types import FAMILIES, PHASES, ChipletType
 
 __all__ = [
-    "ChipletSpec",
+    "DEFAULT_SLOT_AREA_MM2",
+    "HOOKS",
+    "PAPER_SRAM_BANK_BYTES",
+    "PRESETS",
     "ChipletLibrary",
     "ChipletProvider",
-    "DEFAULT_SLOT_AREA_MM2",
-    "PRESETS",
-    "PAPER_SRAM_BANK_BYTES",
-    "HOOKS",
+    "ChipletSpec",
     "register_chiplet_provider",
     "registered_providers",
     "validate_library_file",

@@ -14,7 +14,7 @@ from pathlib import Path
 from hydra_opt.config import ConfigError, Node, load_yaml
 from hydra_opt.hardware.types import MemoryType
 
-__all__ = ["get_memory", "list_memories", "load_memory", "validate_memory_file", "GIB"]
+__all__ = ["GIB", "get_memory", "list_memories", "load_memory", "validate_memory_file"]
 
 #: Bytes per GiB (capacities are binary, as vendors state stack sizes).
 GIB = 2**30

@@ -37,19 +37,19 @@ from hydra_opt.config import ConfigError, Node, load_yaml
 from hydra_opt.system.package import Package
 
 __all__ = [
-    "DesignPoint",
-    "DynaCoreSettings",
-    "PLACEMENTS",
     "BATCHINGS",
-    "SCHEDULERS",
-    "MEU_POLICIES",
     "FALLBACK_PRECISIONS",
     "MAX_BATCH_LIMIT",
+    "MEU_POLICIES",
+    "PLACEMENTS",
+    "SCHEDULERS",
+    "DesignPoint",
+    "DynaCoreSettings",
+    "feasibility",
+    "known_precisions",
     "load_design",
     "save_design",
     "validate_design_file",
-    "known_precisions",
-    "feasibility",
 ]
 
 PLACEMENTS: tuple[str, ...] = ("cp", "rr", "random")

@@ -12,7 +12,7 @@ from functools import cached_property
 
 from hydra_opt.hardware.area import package_area_mm2
 
-__all__ = ["Package", "DEFAULT_GRID_W", "DEFAULT_GRID_H"]
+__all__ = ["DEFAULT_GRID_H", "DEFAULT_GRID_W", "Package"]
 
 DEFAULT_GRID_W = 6
 DEFAULT_GRID_H = 4

@@ -20,14 +20,14 @@ from hydra_opt.system.design import DesignPoint
 __all__ = [
     "BATCH_SIZES",
     "D2D_BWS_GBPS",
+    "PAPER_SPACES",
     "DesignSpace",
     "compositions",
-    "n_compositions",
     "llama3_space",
     "mamba2_space",
+    "n_compositions",
     "nemotron_h_space",
     "paper_space",
-    "PAPER_SPACES",
 ]
 
 #: Max batch sizes of Table III.
