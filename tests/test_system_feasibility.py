@@ -79,3 +79,29 @@ def test_never_raises() -> None:
     assert len(r) == 1 and "could not be checked" in r[0]
     r = feasibility(DesignPoint(counts={"nonexistent": 2}, n_mem=2))
     assert any("chiplets.nonexistent" in x for x in r)
+
+
+def test_block_larger_than_one_memory() -> None:
+    class Block:
+        family = "attention"
+
+    class Huge:
+        name = "huge"
+        blocks = (Block(), Block())
+
+        def weight_bytes(self, p):
+            return 2 * 20 * 2**30
+
+        def kv_bytes_per_token(self, p):
+            return 0.0
+
+        def state_bytes_per_seq(self, p):
+            return 0.0
+
+        def block_weight_bytes(self, p):
+            return [20 * 2**30, 20 * 2**30]
+
+    d = DesignPoint(counts={"tscs_p": 1, "tscs_d": 1}, n_mem=4)  # 64 GiB in total, 16 GiB per HBM3
+    r = feasibility(d, Huge())
+    assert r == ["memory: the largest block's weights (20.00 GiB) exceed one hbm3 (16.00 GiB)"], r
+    assert feasibility(d.replace(memory="hbm3e"), Huge()) == []  # 24 GiB stacks

@@ -8,6 +8,7 @@ Checks (HYDRA Sec. III-C/IV-A, Table III):
 * with a model: weights + the minimum per-request state fit the memory capacity, where the minimum is
   ``max_batch`` requests under static batching (a batch is admitted whole) and 1 request under continuous
   batching, each with KV cache for ``min_context_tokens`` tokens plus its SSM/conv state;
+* with a model: the largest block's weights fit one memory chiplet (a block's weights are not split);
 * with a model: for every block family of the model and both phases there is a chiplet built for it
   (``allow_fallback=True`` accepts any chiplet of the family, as the artifact's fallback list does).
 """
@@ -146,6 +147,20 @@ def feasibility_issues(
                         f"{design.n_mem} x {mem.name} hold {have / 2**30:.2f} GiB",
                     )
                 )
+            per_block = getattr(m, "block_weight_bytes", None)
+            if per_block is not None:
+                from hydra_opt.workload.precision import get_precision
+
+                largest = max((float(x) for x in per_block(get_precision(design.precision))), default=0.0)
+                # A block's weights live on one memory chiplet (placement maps block -> memory slot).
+                if largest > mem.capacity_bytes:
+                    issues.append(
+                        Issue(
+                            "memory",
+                            f"the largest block's weights ({largest / 2**30:.2f} GiB) exceed one {mem.name} "
+                            f"({mem.capacity_bytes / 2**30:.2f} GiB)",
+                        )
+                    )
         families = sorted({b.family for b in m.blocks})
         for fam in families:
             for phase in PHASES:
