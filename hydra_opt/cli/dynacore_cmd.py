@@ -24,6 +24,8 @@ __all__ = ["register", "run", "parse_batches", "check_report", "sweep_rows"]
 #: 128×128 array): DQ 1.0x (no gain on the vanilla array), splittable array 39.1x, Split-K 2.20x; the FP16-weight
 #: bandwidth floor would cap the splittable gain at about 31x.
 PAPER_ABLATION = {"dq": 1.0, "splittable": 39.1, "split_k": 2.20, "fp16_weight_cap": 31.0}
+#: Fig. 14(a), prefill at batch 1 on Dolly (17.9-token prompts): DQ 1.93x, splittable array 5.69x, pyramid 1.25x.
+PAPER_ABLATION_PREFILL = {"dq": 1.93, "splittable": 5.69, "pyramid": 1.25}
 PAPER_FIG11 = {
     "decode_saturation_batch": {"systolic": 128, "planaria": 32, "sara": 4, "dynacore": 1},
     "decode_latency_ms_b256": {"dynacore": 60.7, "sara": 66.5, "planaria": 75.2, "systolic": 126.9},
@@ -214,34 +216,43 @@ def check_report(args: argparse.Namespace) -> dict:
         "latency_ratio_vs_systolic_b256": {a: round(ms[a][256] / sa256, 4) for a in names},
         "decode_energy_mj_b1": {a: round(lat[a][1].energy_j * 1e3, 4) for a in names},
         "ablation_decode_b1": _ablation(args, device),
-        "paper": {**PAPER_FIG11, "ablation_decode_b1": PAPER_ABLATION},
+        "ablation_prefill_b1": _ablation(args, device, phase="prefill"),
+        "paper": {**PAPER_FIG11, "ablation_decode_b1": PAPER_ABLATION, "ablation_prefill_b1": PAPER_ABLATION_PREFILL},
     }
 
 
-def _ablation(args: argparse.Namespace, device) -> dict:
-    """Sec. 8.6 decode ablation on the check's device: cumulative speedups at batch 1 (Llama-2-7B, context 18 =
-    Dolly's mean prompt), each step over the previous one."""
+def _ablation(args: argparse.Namespace, device, phase: str = "decode") -> dict:
+    """Sec. 8.6 ablation on the check's device at batch 1 (Llama-2-7B; Dolly's mean prompt of 18 tokens as the
+    decode context or the prefill length): cumulative components, each step's speedup over the previous one.
+    Decode runs W4A16 after DQ, prefill W8A8; plans are searched for latency alone (λ = 0)."""
     from hydra_opt.hardware.dynacore import architectures as A
-    from hydra_opt.hardware.dynacore.model_cost import decode_step
+    from hydra_opt.hardware.dynacore.model_cost import decode_step, prefill
     from hydra_opt.hardware.dynacore.search import ConfigTable
     from hydra_opt.workload.models import load_model
 
     model = load_model("llama-2-7b")
     s = min(args.core_size, args.array)
     c = max(1, (args.array // s) ** 2)
+    q = "w4a16" if phase == "decode" else "w8a8"
     steps = [
         ("vanilla", A.systolic(args.array, device), "fp16"),
-        ("dq", A.systolic(args.array, device), "w4a16"),
-        ("splittable", A.dynacore(s, c, device, split_k=False, pyramid=False), "w4a16"),
-        ("split_k", A.dynacore(s, c, device, pyramid=False), "w4a16"),
-        ("pyramid", A.dynacore(s, c, device), "w4a16"),
+        ("dq", A.systolic(args.array, device), q),
+        ("splittable", A.dynacore(s, c, device, split_k=False, pyramid=False), q),
+        ("split_k", A.dynacore(s, c, device, pyramid=False), q),
+        ("pyramid", A.dynacore(s, c, device), q),
     ]
-    ms = {n: decode_step(ConfigTable(a), model, 1, 18, p).latency_s * 1e3 for n, a, p in steps}
-    fp16_split = decode_step(ConfigTable(steps[2][1]), model, 1, 18, "fp16").latency_s * 1e3
+
+    def run(arch, pol: str) -> float:
+        t = ConfigTable(arch, lam=0.0)  # latency-only search: each added component can only help
+        step = decode_step(t, model, 1, 18, pol) if phase == "decode" else prefill(t, model, 18, 1, pol)
+        return step.latency_s * 1e3
+
+    ms = {n: run(a, p) for n, a, p in steps}
     order = [n for n, _, _ in steps]
-    out = {"model": "llama-2-7b", "context_tokens": 18, "latency_ms": {n: round(v, 4) for n, v in ms.items()}}
+    out = {"model": "llama-2-7b", "phase": phase, "tokens": 18, "latency_ms": {n: round(v, 4) for n, v in ms.items()}}
     out["speedup_over_previous"] = {b: round(ms[a] / ms[b], 3) for a, b in zip(order, order[1:])}
-    out["fp16_weight_cap"] = round(ms["dq"] / fp16_split, 3)
+    if phase == "decode":
+        out["fp16_weight_cap"] = round(ms["dq"] / run(steps[2][1], "fp16"), 3)
     return out
 
 
@@ -311,8 +322,12 @@ def _print_check(rep: dict) -> None:
               f"{PAPER_FIG11['decode_latency_ms_b256'][a]:>7.1f} {rep['speedup_vs_systolic'][a]:>16.2f}")
     ab = rep["ablation_decode_b1"]
     steps = ", ".join(f"+{k} {v:g}x" for k, v in ab["speedup_over_previous"].items())
-    print(f"decode ablation ({ab['model']}, batch 1, context {ab['context_tokens']}): {steps}; "
+    print(f"decode ablation ({ab['model']}, batch 1, context {ab['tokens']}): {steps}; "
           f"FP16-weight cap {ab['fp16_weight_cap']:g}x (paper: +dq 1x, +splittable 39.1x, +split_k 2.2x, cap ~31x)")
+    ab = rep["ablation_prefill_b1"]
+    steps = ", ".join(f"+{k} {v:g}x" for k, v in ab["speedup_over_previous"].items())
+    print(f"prefill ablation ({ab['model']}, batch 1, {ab['tokens']}-token prompt): {steps} "
+          f"(paper: +dq 1.93x, +splittable 5.69x, +pyramid 1.25x)")
 
 
 def run(args: argparse.Namespace) -> int:

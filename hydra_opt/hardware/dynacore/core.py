@@ -23,8 +23,10 @@ Cycles of one tile (the work of one MEU on one core), following SCALE-Sim's outp
   network, no extra cycles.
 
 Tiles are distributed over the ``cores`` sub-arrays in rounds (``⌈tiles / cores⌉``). Weights (or, for
-activation × activation products, the KV-cache operand) stream from DRAM once per GEMM; activations live in the
-on-chip buffer unless they exceed it. latency = max(compute, DRAM) per GEMM (double-buffered streaming).
+activation × activation products, the KV-cache operand) stream from DRAM once per part when the tiles held at once
+fit in half the buffer (they stay resident across the part's token passes), else once per pass; a matrix that fits
+in half the buffer is read once. Activations live in the on-chip buffer unless they exceed it.
+latency = max(compute, DRAM) per GEMM (double-buffered streaming).
 """
 
 from __future__ import annotations
@@ -265,6 +267,10 @@ class PartCost:
         macs: Useful multiply-accumulates.
         sram_bytes: Bytes read/written in the on-chip buffer (weights, inputs, outputs per tile).
         weight_port_bound: Whether the weight path stretched the steady state.
+        sweeps: Times the part streams the right operand from DRAM: 1 when the tiles the sub-arrays hold at once
+            (``cores · n · K`` elements) fit in half the buffer, so each tile stays resident across the part's
+            ``⌈tokens/m⌉`` passes; otherwise once per pass (output-stationary tiles accumulate over all of ``K``,
+            so a non-resident weight tile must be re-read for every token group).
     """
 
     tiles: int
@@ -275,6 +281,7 @@ class PartCost:
     macs: int
     sram_bytes: float
     weight_port_bound: bool
+    sweeps: int = 1
 
     @property
     def cycles(self) -> int:
@@ -308,6 +315,7 @@ def part_cost(arch: Architecture, part: Part, m: int, n: int, k: int, count: int
     fill = (meu.m + mode.cols - 2) if mode.kind == "os" else 0
     a_bytes = dp.act_bytes
     per_tile_bytes = meu.n * k * b_bits / 8.0 + meu.m * k * a_bytes + meu.m * meu.n * a_bytes
+    resident = min(tiles, mode.cores) * meu.n * k * b_bits / 8.0 <= arch.device.buffer_bytes / 2
     return PartCost(
         tiles=tiles,
         rounds=rounds,
@@ -317,6 +325,7 @@ def part_cost(arch: Architecture, part: Part, m: int, n: int, k: int, count: int
         macs=part.tokens * n * k * count,
         sram_bytes=tiles * per_tile_bytes,
         weight_port_bound=steady > k_eff,
+        sweeps=1 if resident else part.passes,
     )
 
 
@@ -361,12 +370,17 @@ class GemmCost:
         return "memory" if self.dram_s > self.compute_s else "compute"
 
 
-def gemm_dram_bytes(arch: Architecture, m: int, n: int, k: int, count: int, weight: bool, dp: Datapath) -> float:
-    """DRAM bytes of a GEMM: the right operand once, plus the activations when they exceed the buffer."""
+def gemm_dram_bytes(
+    arch: Architecture, m: int, n: int, k: int, count: int, weight: bool, dp: Datapath, sweeps: int = 1
+) -> float:
+    """DRAM bytes of a GEMM: the right operand ``sweeps`` times (once when it fits in half the buffer), plus the
+    activations when they exceed the buffer."""
     b_bits = dp.weight_bits if weight else dp.act_bits
     operand = count * n * k * b_bits / 8.0
+    if operand <= arch.device.buffer_bytes / 2:
+        sweeps = 1
     acts = count * m * (k + n) * dp.act_bytes
-    return operand + (acts if acts > arch.device.buffer_bytes else 0.0)
+    return operand * sweeps + (acts if acts > arch.device.buffer_bytes else 0.0)
 
 
 def gemm_cost(
@@ -392,7 +406,8 @@ def gemm_cost(
     cycles = fill + steady + drain
     f = arch.device.clock_hz
     compute_s = cycles / f
-    dram_bytes = gemm_dram_bytes(arch, m, n, k, count, weight, dp)
+    # Each part sweeps the operand at least once (parts are separate passes over N with different n).
+    dram_bytes = gemm_dram_bytes(arch, m, n, k, count, weight, dp, sweeps=sum(pc.sweeps for pc in pcs))
     dram_s = dram_bytes / arch.device.dram_bytes_per_s
     latency = max(compute_s, dram_s)
     macs = m * n * k * count

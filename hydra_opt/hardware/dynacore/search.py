@@ -2,10 +2,11 @@
 
 For a GEMM ``M×N×K`` at a datapath: pyramid packing fixes ``m`` for each part; for each part every reachable
 ``(n, t)`` with ``m·n·t = S²`` is scored by ``latency + λ·energy`` and the best kept (exhaustive: a 32×32 core has
-21 MEUs). The packed plan is then compared with the padded single-MEU plans (``⌈M/m⌉`` passes of one MEU with
-``m ≥ M``, or of the square MEU): an addition to Alg. 1 for datapaths whose weight port cannot feed the flattened
-shapes (FP16), where packing would be slower; the search keeps whichever scores best. Architectures without pyramid packing (fixed arrays, Planaria, SARA, a fixed-MEU DynaCore) instead pick
-the best (mode, MEU) for the whole GEMM with ``⌈M/m⌉`` padded passes.
+21 MEUs). The packed plan is then compared with every padded single-MEU plan (``⌈M/m⌉`` passes of one
+MEU): an addition to Alg. 1 for datapaths whose weight port cannot feed the flattened shapes (FP16, W8A8 at small
+``m``), where packing can be slower; the search keeps whichever scores best, so adding packing never hurts.
+Architectures without pyramid packing (fixed arrays, Planaria, SARA, a fixed-MEU DynaCore) pick the best
+(mode, MEU) for the whole GEMM with ``⌈M/m⌉`` padded passes.
 
 :class:`ConfigTable` caches the result keyed by ``(M, N, K, count, weight, datapath)``: built offline once per core
 design, then a serving simulation pays one dictionary lookup per batch.
@@ -78,7 +79,7 @@ def search_gemm(
             plans = [(tuple(parts), tuple(pcs))]
             # Padded single-MEU plans are scored too: when the flattened shapes starve on the weight port (FP16,
             # W8A8 on small m) one padded shape can beat the pyramid; with 4-bit weights the pyramid always wins.
-            plans += [((Part(mi, u, m),), None) for u in mode.meus if u.m >= m or u.m == max(v.m for v in mode.meus)]
+            plans += [((Part(mi, u, m),), None) for u in mode.meus]
         else:
             plans = [((Part(mi, u, m),), None) for u in mode.meus]
         for pts, pcs_ in plans:
