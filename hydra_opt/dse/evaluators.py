@@ -76,7 +76,21 @@ class HydraEvaluator:
 
     estimate_options: Mapping[str, Any] | None = None
     simulate_options: Mapping[str, Any] | None = None
+    file: str = "<study>"
     _cache: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, repr=False)
+    _sim_opts: Any = field(default=None, repr=False)
+    _est_opts: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        from hydra_opt.evaluate import SimOptions
+
+        self._sim_opts = _options(SimOptions, self.simulate_options, self.file, "simulate")
+        try:
+            from hydra_opt.evaluate import EstimatorOptions  # type: ignore[attr-defined]
+        except ImportError:
+            self._est_opts = dict(self.estimate_options) if self.estimate_options else None
+        else:
+            self._est_opts = _options(EstimatorOptions, self.estimate_options, self.file, "estimate")
 
     def design(self, design: Mapping[str, Any]) -> Any:
         from hydra_opt.system.design import DesignPoint
@@ -100,14 +114,40 @@ class HydraEvaluator:
     def estimate(self, design: Any, model: Any, workload: Any) -> dict[str, float]:
         from hydra_opt.evaluate import estimate
 
-        est = estimate(design, model, workload, options=self.estimate_options)
+        est = estimate(design, model, workload, options=self._est_opts)
         return _metrics_of(est, design)
 
     def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> SimOutcome:
         from hydra_opt.evaluate import simulate
 
-        res = simulate(design, model, workload, seed=seed, options=self.simulate_options)
+        res = simulate(design, model, workload, seed=seed, options=self._sim_opts)
         return SimOutcome(_metrics_of(res, design), res)
+
+
+def _options(cls: Any, data: Mapping[str, Any] | None, file: str, key: str) -> Any:
+    """An options dataclass from a study's mapping; ``preset: paper`` starts from ``cls.paper()``."""
+    import dataclasses
+
+    from hydra_opt.config import ConfigError
+
+    if not data:
+        return None
+    data = dict(data)
+    preset = data.pop("preset", None)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for k in data:
+        if k not in names:
+            raise ConfigError(f"is not a known option; allowed: preset, {', '.join(sorted(names))}", file=file,
+                              key=f"{key}.{k}")
+    if preset not in (None, "paper", "default"):
+        raise ConfigError("is not one of: default, paper", file=file, key=f"{key}.preset", value=preset)
+    try:
+        return cls.paper(**data) if preset == "paper" else cls(**data)
+    except ConfigError as exc:
+        raise ConfigError(exc.problem, file=file, key=f"{key}.{exc.key}" if exc.key else key, value=exc.value,
+                          show_value=exc.show_value) from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"rejected: {exc}", file=file, key=key) from None
 
 
 def _metrics_of(result: Any, design: Any) -> dict[str, float]:

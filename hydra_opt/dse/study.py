@@ -139,7 +139,7 @@ class StudySpec:
     def make_evaluator(self) -> Evaluator:
         """The evaluator named by ``evaluator`` (default :class:`HydraEvaluator`)."""
         if not self.evaluator:
-            return HydraEvaluator(self.estimate_options, self.simulate_options)
+            return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file)
         mod, _, attr = self.evaluator.partition(":")
         try:
             factory = getattr(importlib.import_module(mod), attr)
@@ -346,8 +346,8 @@ class DseObjective:
         self.n_constraints = 1 + len(spec.objectives.constraints)
 
     def _check_budget(self, trial: optuna.Trial) -> None:
-        if self.budget is None:
-            return
+        if self.budget is None or trial.number < self.budget:
+            return  # fewer than `budget` trials can precede this one: no storage read needed
         live = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
         ahead = sum(1 for t in trial.study.get_trials(deepcopy=False, states=live) if t.number < trial.number)
         if ahead >= self.budget:
@@ -392,6 +392,7 @@ class DseObjective:
         for t in trials:
             if t.state == TrialState.COMPLETE and t.user_attrs.get("design_key") == key and t.values is not None:
                 trial.set_user_attr("duplicate_of", t.number)
+                trial.set_user_attr("promotion", "duplicate")
                 for m in spec.objectives.needed():
                     if f"sim_{m.name}" in t.user_attrs:
                         trial.set_user_attr(f"sim_{m.name}", t.user_attrs[f"sim_{m.name}"])
@@ -542,8 +543,10 @@ def count_finished(study: optuna.Study) -> int:
 
 
 def _budget_callback(budget: int | None) -> Callable[[optuna.Study, FrozenTrial], None]:
-    def cb(study: optuna.Study, _trial: FrozenTrial) -> None:
-        if budget is None:
+    def cb(study: optuna.Study, trial: FrozenTrial) -> None:
+        # Counting is a storage read; far from the end of the budget it cannot trigger (numbers are sequential;
+        # the margin covers trials created concurrently by up to 64 other workers).
+        if budget is None or trial.number + 1 < budget - 64:
             return
         live = study.get_trials(deepcopy=False, states=(*FINISHED_STATES, TrialState.RUNNING, TrialState.WAITING))
         if len(live) >= budget:
