@@ -15,8 +15,10 @@ minimisation on unrelated machines (NP-hard in general; tens of tasks here). Alg
    objective (bottleneck, number of chiplets at the bottleneck, total cost).
 4. *Exact*: depth-first branch and bound seeded with that solution, tasks in decreasing cost order; bounds
    ``max(current bottleneck, (Σ loads + Σ remaining cheapest costs)/#chiplets)``; chiplets with identical cost
-   columns and load are tried once (symmetry). It proves optimality for small components and stops after
-   ``node_limit`` nodes otherwise (then :attr:`Mapping.optimal` is False and the improved solution stands).
+   columns and load are tried once (symmetry). It proves optimality for small components (≈ ≤ 10 tasks) and
+   stops after ``node_limit`` nodes otherwise (the best solution found stands; :attr:`Mapping.optimal` is then
+   True only if the bottleneck meets a root lower bound: largest task, average load, or the pigeonhole bound
+   — the ⌈n/m⌉ cheapest tasks on one chiplet). Cost: ~2,000 nodes ≈ 10–30 ms per component.
 
 Among bottleneck-optimal mappings the total cost Σ t(k, Ω(k)) is minimised as a tie-break (fewer hops).
 
@@ -53,7 +55,8 @@ class Mapping:
         load_s: Accumulated cost of each chiplet (Eq. 4), s.
         bottleneck_s: ``max(load_s)`` (Eq. 5), s.
         total_s: ``Σ_k t(k, assign[k])``, s.
-        optimal: Whether the bottleneck is proven minimal (every component solved exactly).
+        optimal: Whether the bottleneck is proven minimal in every component (by a complete search or by meeting
+            a lower bound; the total-cost tie-break is exact only after a complete search).
         nodes: Branch-and-bound nodes explored.
     """
 
@@ -191,58 +194,54 @@ def _loads(t, assign, n_c) -> tuple[list[float], float]:
     return load, total
 
 
-def _improve(t: list[list[float]], ok: list[list[bool]], assign: list[int], max_rounds: int = 10_000) -> list[int]:
+def _improve(t: list[list[float]], ok: list[list[bool]], assign: list[int], max_rounds: int | None = None) -> list[int]:
+    """Local search: move a task off a bottleneck chiplet, or swap it with a task of another chiplet.
+
+    A step is taken only if both chiplets it touches end strictly (relative 1e-9) below the current bottleneck,
+    so each step lowers the bottleneck or the number of chiplets at it: no cycles. Best step first (smallest
+    resulting pair maximum, then smallest total change); O(1) per candidate.
+    """
     n_t, n_c = len(t), len(t[0])
     assign = list(assign)
-    load, total = _loads(t, assign, n_c)
-    for _ in range(max_rounds):
-        cur = _key(load, total)
-        mx = cur[0]
-        best_key, best_move = cur, None
-        heavy = [c for c in range(n_c) if load[c] >= mx * (1 - 1e-12) - 1e-18]
-        for b in heavy:
+    load, _ = _loads(t, assign, n_c)
+    rounds = max_rounds if max_rounds is not None else 20 * n_t + 100
+    for _ in range(rounds):
+        mx = max(load)
+        if mx <= 0:
+            break
+        lim = mx * (1 - 1e-9)
+        best = (lim, math.inf)
+        move = None
+        for b in range(n_c):
+            if load[b] < mx * (1 - 1e-12):
+                continue
+            lb = load[b]
             on_b = [k for k in range(n_t) if assign[k] == b]
             for k in on_b:
+                tkb = t[k][b]
                 for c in range(n_c):
                     if c == b or not ok[k][c]:
                         continue
-                    # Move k: b → c.
-                    load[b] -= t[k][b]
-                    load[c] += t[k][c]
-                    key = _key(load, total - t[k][b] + t[k][c])
-                    load[b] += t[k][b]
-                    load[c] -= t[k][c]
-                    if key < best_key:
-                        best_key, best_move = key, ("m", k, c, -1)
-                    # Swap k (on b) with j (on c).
+                    lc = load[c]
+                    nb, nc = lb - tkb, lc + t[k][c]
+                    key = (nb if nb > nc else nc, t[k][c] - tkb)
+                    if key < best:
+                        best, move = key, (k, c, -1)
                     for j in range(n_t):
                         if assign[j] != c or not ok[j][b]:
                             continue
-                        d_b = t[j][b] - t[k][b]
-                        d_c = t[k][c] - t[j][c]
-                        load[b] += d_b
-                        load[c] += d_c
-                        key = _key(load, total + d_b + d_c)
-                        load[b] -= d_b
-                        load[c] -= d_c
-                        if key < best_key:
-                            best_key, best_move = key, ("s", k, c, j)
-        if best_move is None:
+                        nb2, nc2 = nb + t[j][b], nc - t[j][c]
+                        key = (nb2 if nb2 > nc2 else nc2, t[k][c] - tkb + t[j][b] - t[j][c])
+                        if key < best:
+                            best, move = key, (k, c, j)
+        if move is None:
             break
-        kind, k, c, j = best_move
+        k, c, j = move
         b = assign[k]
-        if kind == "m":
-            load[b] -= t[k][b]
-            load[c] += t[k][c]
-            total += t[k][c] - t[k][b]
-            assign[k] = c
-        else:
-            load[b] += t[j][b] - t[k][b]
-            load[c] += t[k][c] - t[j][c]
-            total += t[j][b] - t[k][b] + t[k][c] - t[j][c]
-            assign[k], assign[j] = c, b
-        # Re-sum to avoid drift.
-        load, total = _loads(t, assign, n_c)
+        assign[k] = c
+        if j >= 0:
+            assign[j] = b
+        load, _ = _loads(t, assign, n_c)  # exact re-sum: no drift
     return assign
 
 
@@ -252,8 +251,21 @@ def _branch_and_bound(
     """Exact lexicographic (bottleneck, total) minimisation by DFS; returns (assignment, proven, nodes)."""
     n_t, n_c = len(t), len(t[0])
     inc_load, inc_total = _loads(t, incumbent, n_c)
-    best = [max(inc_load), inc_total, list(incumbent)]
+    rel = 1e-12
+    # best = [bottleneck, total, assignment, bottleneck·(1±rel), total·(1−rel)] (tolerances cached).
+    best: list = []
+
+    def set_best(mx: float, tot: float, a: list[int]) -> None:
+        best[:] = [mx, tot, a, mx * (1 + rel), mx * (1 - rel), tot * (1 - rel)]
+
+    set_best(max(inc_load), inc_total, list(incumbent))
     mins = [min(t[k][c] for c in range(n_c) if ok[k][c]) for k in range(n_t)]
+    # Root bounds on the bottleneck: the largest single task, the average load, and the pigeonhole bound
+    # (some chiplet runs ≥ ⌈n/m⌉ tasks, costing at least the ⌈n/m⌉ smallest task minima). When the incumbent
+    # meets them its bottleneck is optimal; only the total-cost tie-break is then left to the search.
+    per = -(-n_t // n_c)
+    root_lb = max(max(mins), sum(mins) / n_c, sum(sorted(mins)[:per]))
+    bottleneck_proven = best[0] <= root_lb * (1 + rel)
     order = sorted(range(n_t), key=lambda k: (-mins[k], k))
     rest_min = [0.0] * (n_t + 1)
     for i in range(n_t - 1, -1, -1):
@@ -269,51 +281,46 @@ def _branch_and_bound(
     nodes = 0
     aborted = False
 
-    def tol(x: float) -> float:
-        return 1e-12 * max(abs(x), 1e-30)
-
     def dfs(i: int, cur_max: float, cur_total: float) -> None:  # cur_total = Σ loads
         nonlocal nodes, aborted
-        if aborted:
-            return
         nodes += 1
         if nodes > node_limit:
             aborted = True
             return
         if i == n_t:
-            if cur_max < best[0] - tol(best[0]) or (
-                cur_max <= best[0] + tol(best[0]) and cur_total < best[1] - tol(best[1])
-            ):
-                best[0], best[1], best[2] = cur_max, cur_total, list(assign)
+            if cur_max < best[4] or (cur_max <= best[3] and cur_total < best[5]):
+                set_best(cur_max, cur_total, list(assign))
             return
         k = order[i]
-        tried: set[tuple] = set()
+        tk = t[k]
+        rest = rest_min[i + 1]
+        tried = set()
         for c in cand[k]:
             sym = (col_class[c], load[c])
             if sym in tried:
                 continue
             tried.add(sym)
-            nl = load[c] + t[k][c]
+            nl = load[c] + tk[c]
             nm = nl if nl > cur_max else cur_max
-            lb_total = cur_total + t[k][c] + rest_min[i + 1]
-            lb_max = max(nm, lb_total / n_c)
-            if lb_max > best[0] + tol(best[0]):
-                continue
-            if lb_max >= best[0] - tol(best[0]) and lb_total >= best[1] - tol(best[1]):
+            lb_total = cur_total + tk[c] + rest
+            lb_max = lb_total / n_c
+            if nm > lb_max:
+                lb_max = nm
+            if lb_max > best[3] or (lb_max >= best[4] and lb_total >= best[5]):
                 continue
             load[c] = nl
             assign[k] = c
-            dfs(i + 1, nm, cur_total + t[k][c])
-            load[c] -= t[k][c]
+            dfs(i + 1, nm, cur_total + tk[c])
+            load[c] -= tk[c]
             assign[k] = -1
             if aborted:
                 return
 
     dfs(0, 0.0, 0.0)
-    return best[2], not aborted, nodes
+    return best[2], (not aborted) or bottleneck_proven, nodes
 
 
-def map_tasks(cost_s, compatible=None, *, node_limit: int = 5_000, exact: bool = True) -> Mapping:
+def map_tasks(cost_s, compatible=None, *, node_limit: int = 2_000, exact: bool = True) -> Mapping:
     """Initial mapping Ω minimising the bottleneck stage (Eq. 5), ties by total cost; deterministic.
 
     Args:
@@ -353,7 +360,7 @@ def spatial_pipeline_mapping(
     costs: dict[str, np.ndarray],
     compatible: dict[str, np.ndarray] | None = None,
     *,
-    node_limit: int = 5_000,
+    node_limit: int = 2_000,
 ) -> dict[tuple[str, int], int]:
     """Ω for every phase: ``{(phase, block): chiplet}`` from per-phase ``(n_blocks, n_chiplets)`` cost matrices.
 
