@@ -47,7 +47,9 @@ def main() -> int:
     t0 = time.perf_counter()
     n_entries = table.build(shapes, BATCHES, ["w4a16", "w8a8"])
     build_s = time.perf_counter() - t0
-    rows.append((f"table build ({n_entries} entries: {len(shapes)} layers x 256 M x 2 datapaths)", "s", build_s, build_s))
+    rows.append(
+        (f"table build ({n_entries} entries: {len(shapes)} layers x 256 M x 2 datapaths)", "s", build_s, build_s)
+    )
     keys = [(m, n, k) for m in BATCHES for n, k, _, _ in shapes]
     t = []
     for m, n, k in keys:
@@ -60,7 +62,9 @@ def main() -> int:
     for b in (1, 64, 256):
         decode_step(table, model, b, 1024)  # warm the attention shapes
         t = _time(lambda: decode_step(table, model, b, 1024), 20)
-        rows.append((f"decode_step llama-3-8b batch {b}, ctx 1024, warm table", "ms", statistics.median(t) * 1e3, max(t) * 1e3))
+        rows.append(
+            (f"decode_step llama-3-8b batch {b}, ctx 1024, warm table", "ms", statistics.median(t) * 1e3, max(t) * 1e3)
+        )
     cold = ConfigTable(arch)
     t = _time(lambda: decode_step(cold, model, 16, 1024), 1)
     rows.append(("decode_step llama-3-8b batch 16, ctx 1024, cold table", "ms", t[0] * 1e3, t[0] * 1e3))
@@ -70,8 +74,15 @@ def main() -> int:
         w = csv.writer(fh)
         w.writerow(["measurement", "unit", "median", "max"])
         w.writerows(rows)
-    lines = ["# DynaCore benchmark", "", "Targets: lookup ≤ 1 ms after the table is built; model-level decode of",
-             "Llama-3-8B at one batch ≤ 5 ms.", "", "| measurement | unit | median | max |", "|---|---|---|---|"]
+    lines = [
+        "# DynaCore benchmark",
+        "",
+        "Targets: lookup ≤ 1 ms after the table is built; model-level decode of",
+        "Llama-3-8B at one batch ≤ 5 ms.",
+        "",
+        "| measurement | unit | median | max |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {a} | {u} | {m:.4g} | {x:.4g} |" for a, u, m, x in rows]
     (OUT / "dynacore_bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

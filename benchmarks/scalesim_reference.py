@@ -106,8 +106,14 @@ def run_array(rows: int, cols: int, shapes, workdir: Path) -> list[int]:
     layout.write_text("Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter,\n")
     out = d / "out"
     out.mkdir(exist_ok=True)
-    sim = scalesim(save_disk_space=True, verbose=False, config=str(cfg), topology=str(topo), layout=str(layout),
-                   input_type_gemm=True)
+    sim = scalesim(
+        save_disk_space=True,
+        verbose=False,
+        config=str(cfg),
+        topology=str(topo),
+        layout=str(layout),
+        input_type_gemm=True,
+    )
     with contextlib.redirect_stdout(io.StringIO()):
         try:
             sim.run_scale(top_path=str(out))
@@ -135,8 +141,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for r, c in ARRAYS:
             for (m, n, k), cyc in zip(SHAPES, run_array(r, c, SHAPES, Path(tmp))):
-                rows_out.append({"scalesim_version": ver, "dataflow": "os", "array_rows": r, "array_cols": c,
-                                 "m": m, "n": n, "k": k, "compute_cycles": cyc})
+                rows_out.append(
+                    {
+                        "scalesim_version": ver,
+                        "dataflow": "os",
+                        "array_rows": r,
+                        "array_cols": c,
+                        "m": m,
+                        "n": n,
+                        "k": k,
+                        "compute_cycles": cyc,
+                    }
+                )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as fh:

@@ -24,7 +24,10 @@ from hydra_opt.workload.models import block_gemms, load_model
 def test_core_count_closed_form() -> None:
     s = DynaCoreSettings(core_size=32, sram_mb=8)
     bw = 256
-    fixed = 4 * bw * (AREA_28NM["bump_mm2_per_gbps"] + AREA_28NM["phy_mm2_per_gbps"] + AREA_28NM["dma_mm2_per_gbps"]) + 8 * 1.5336
+    fixed = (
+        4 * bw * (AREA_28NM["bump_mm2_per_gbps"] + AREA_28NM["phy_mm2_per_gbps"] + AREA_28NM["dma_mm2_per_gbps"])
+        + 8 * 1.5336
+    )
     core = 1024 * 1.3129 / 256 + 0.02
     assert fixed_area_mm2(s, bw) == pytest.approx(fixed)
     assert core_area_mm2(s) == pytest.approx(core)
@@ -93,7 +96,9 @@ def test_block_time_monotone_in_bandwidth_and_cores() -> None:
     weights = sum(g.n * g.k for g in gemms if g.weight) * 0.5
     assert t_lo == pytest.approx(weights / 256e9, rel=0.02)
     big = block_gemms(model.blocks[1], [0] * 64, [16] * 64)
-    assert dynacore_block_time(DynaCoreSettings(cores=32), big, 4000.0, "prefill") < dynacore_block_time(s, big, 4000.0, "prefill")
+    assert dynacore_block_time(DynaCoreSettings(cores=32), big, 4000.0, "prefill") < dynacore_block_time(
+        s, big, 4000.0, "prefill"
+    )
     cost = dynacore_block_cost(s, big, 4000.0, "prefill")
     assert cost.energy_j > 0 and cost.latency_s >= cost.compute_s / 2
 

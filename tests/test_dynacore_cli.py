@@ -43,8 +43,9 @@ def test_check_policies_change_datapaths(capsys) -> None:
     assert main(["dynacore", "check", "--policy", "w2a2"]) == 2
 
 
-@pytest.mark.parametrize(("args", "expected"), [(("--array", "64"), 62.5), (("--clock-mhz", "1000"), 15.625),
-                                                 (("--dram-tbps", "8"), 62.5)])
+@pytest.mark.parametrize(
+    ("args", "expected"), [(("--array", "64"), 62.5), (("--clock-mhz", "1000"), 15.625), (("--dram-tbps", "8"), 62.5)]
+)
 def test_check_recomputes_formula(capsys, args, expected) -> None:
     assert _check(capsys, *args)["gemv_compute_over_weight_stream"] == expected
 

@@ -8,8 +8,8 @@ import pytest
 
 from hydra_opt.config import ConfigError
 from hydra_opt.hardware.dynacore import (
-    MEU,
     DEFAULT_ENERGY,
+    MEU,
     Device,
     Part,
     dynacore,
@@ -75,7 +75,9 @@ def test_pyramid_packing_beats_padding_on_one_core() -> None:
     n, k = 64, 256
     arch = dynacore(4, 1)
     w4 = W4A16
-    packed = gemm_cost(arch, (Part(0, MEU(4, 4, 1), 8), Part(0, MEU(2, 8, 1), 2), Part(0, MEU(1, 16, 1), 1)), 11, n, k, 1, True, w4)
+    packed = gemm_cost(
+        arch, (Part(0, MEU(4, 4, 1), 8), Part(0, MEU(2, 8, 1), 2), Part(0, MEU(1, 16, 1), 1)), 11, n, k, 1, True, w4
+    )
     padded = gemm_cost(arch, (Part(0, MEU(4, 4, 1), 11),), 11, n, k, 1, True, w4)
     assert packed.steady_cycles == 11 * n * k // 16
     assert padded.steady_cycles == 12 * n * k // 16
@@ -158,7 +160,9 @@ def test_gemv_compute_over_weight_stream_closed_form() -> None:
         dev = Device(f_mhz, 8, tbps)
         sa = systolic(s, dev)
         pc = part_cost(sa, Part(0, MEU(s, s, 1), 1), 1, 8 * s, 4096, 1, True, FP16)
-        ratio = (pc.steady_compute_cycles / dev.clock_hz) / (gemm_dram_bytes(sa, 1, 8 * s, 4096, 1, True, FP16) / dev.dram_bytes_per_s)
+        ratio = (pc.steady_compute_cycles / dev.clock_hz) / (
+            gemm_dram_bytes(sa, 1, 8 * s, 4096, 1, True, FP16) / dev.dram_bytes_per_s
+        )
         assert ratio == pytest.approx(tbps * 1e12 / (2 * s * f_mhz * 1e6))
     assert 4e12 / (2 * 128 * 500e6) == 31.25
 

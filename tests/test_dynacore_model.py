@@ -88,14 +88,20 @@ def test_fig11_saturation_follows_meu_floors(llama) -> None:
     expected = {"systolic": 128, "planaria": 32, "sara": 4, "dynacore": 1}
     for name, sat in expected.items():
         table = ConfigTable(get_architecture(name))
-        lat = {b: decode_step(table, llama, b, 0, "disaggregated", attention=False).latency_s for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)}
+        lat = {
+            b: decode_step(table, llama, b, 0, "disaggregated", attention=False).latency_s
+            for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)
+        }
         assert saturation_batch(lat) == sat, name
 
 
 def test_dynacore_not_slower_than_systolic_anywhere(llama) -> None:
     dc, sa = ConfigTable(dynacore()), ConfigTable(systolic())
     for b in (1, 3, 17, 128, 256):
-        assert decode_step(dc, llama, b, 0, attention=False).latency_s <= decode_step(sa, llama, b, 0, attention=False).latency_s
+        assert (
+            decode_step(dc, llama, b, 0, attention=False).latency_s
+            <= decode_step(sa, llama, b, 0, attention=False).latency_s
+        )
 
 
 def test_w8a8_prefill_faster_than_fp16_compute_bound(llama) -> None:
@@ -139,4 +145,6 @@ def test_decode_ablation_invariants() -> None:
     cap = van / decode_step(spatial, model, 1, 18, "fp16").latency_s
     assert 31.25 <= cap <= 31.25 * 1.15
     full = ConfigTable(dynacore())
-    assert decode_step(spatial, model, 1, 18, "w4a16").latency_s > 1.5 * decode_step(full, model, 1, 18, "w4a16").latency_s
+    assert (
+        decode_step(spatial, model, 1, 18, "w4a16").latency_s > 1.5 * decode_step(full, model, 1, 18, "w4a16").latency_s
+    )

@@ -35,7 +35,9 @@ def test_search_is_exhaustive_over_part_choices() -> None:
     meus = arch.modes[0].meus
     per_part = [[u for u in meus if u.m == mm] for mm, _ in pyramid_pack(m, 8)]
     best = min(
-        gemm_cost(arch, tuple(Part(0, u, u.m * q) for u, (_, q) in zip(combo, pyramid_pack(m, 8))), m, n, k, 1, True, dp).latency_s
+        gemm_cost(
+            arch, tuple(Part(0, u, u.m * q) for u, (_, q) in zip(combo, pyramid_pack(m, 8))), m, n, k, 1, True, dp
+        ).latency_s
         for combo in itertools.product(*per_part)
     )
     assert found.latency_s <= best + 1e-15
@@ -57,9 +59,7 @@ def test_gemv_needs_split_k_on_16_cores() -> None:
     assert all(p.meu.t > 1 for p in c.parts)
 
 
-@pytest.mark.parametrize(
-    ("builder", "floor"), [(systolic, 128), (lambda: planaria(), 32), (lambda: sara(), 4)]
-)
+@pytest.mark.parametrize(("builder", "floor"), [(systolic, 128), (lambda: planaria(), 32), (lambda: sara(), 4)])
 def test_conformal_baselines_floor(builder, floor: int) -> None:
     arch = builder()
     assert min(u.m for md in arch.modes for u in md.meus) == floor

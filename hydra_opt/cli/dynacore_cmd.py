@@ -46,11 +46,17 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         q.add_argument("--dram-tbps", type=float, default=4.0, help="DRAM bandwidth, TB/s (default 4)")
         q.add_argument("--buffer-mb", type=float, default=8.0, help="on-chip buffer, MB (default 8)")
         q.add_argument("--model", default="llama-3-8b", help="model name or YAML path (default llama-3-8b)")
-        q.add_argument("--policy", default="disaggregated",
-                       help="DynaCore precision policy: fp16, w8a8, w4a16, w4a8, disaggregated (default disaggregated)")
-        q.add_argument("--baseline-policy", default="w8a8",
-                       help="precision policy of the fixed/Planaria/SARA/SIMD baselines (default w8a8: the paper's "
-                            "baselines use one precision for both phases; BitFusion is always W8A8, FIGLUT W4A16)")
+        q.add_argument(
+            "--policy",
+            default="disaggregated",
+            help="DynaCore precision policy: fp16, w8a8, w4a16, w4a8, disaggregated (default disaggregated)",
+        )
+        q.add_argument(
+            "--baseline-policy",
+            default="w8a8",
+            help="precision policy of the fixed/Planaria/SARA/SIMD baselines (default w8a8: the paper's "
+            "baselines use one precision for both phases; BitFusion is always W8A8, FIGLUT W4A16)",
+        )
         q.add_argument("--context", type=int, default=0, help="prior context tokens per request (default 0)")
         q.add_argument(
             "--attention",
@@ -132,7 +138,9 @@ def _arch(name: str, array: int, core_size: int, device):
         return A.ARCHITECTURES[name](array, device=device)
     if name == "simd":
         return A.simd(array, array, device)
-    raise ConfigError(f"is not an architecture; allowed: {', '.join(A.ARCHITECTURES)}", file="<cli>", key="--arch", value=name)
+    raise ConfigError(
+        f"is not an architecture; allowed: {', '.join(A.ARCHITECTURES)}", file="<cli>", key="--arch", value=name
+    )
 
 
 def _policy_for(arch_name: str, args: argparse.Namespace) -> str:
@@ -308,26 +316,38 @@ def _plot(rows: list[dict], path: Path, title: str) -> None:
 
 def _print_check(rep: dict) -> None:
     p = rep["parameters"]
-    print(f"device: {p['array']}x{p['array']} PEs ({p['pes']}), {p['clock_mhz']:g} MHz, {p['dram_tbps']:g} TB/s, "
-          f"{p['buffer_mb']:g} MB; model {p['model']}; DynaCore policy {p['policy']} (decode {p['decode_datapath']}), "
-          f"baselines {p['baseline_policy']} (decode {p['baseline_decode_datapath']})")
-    print(f"GEMV compute / weight-stream time (FP16, batch 1): {rep['gemv_compute_over_weight_stream']:g} x "
-          f"(with fill/drain: {rep['gemv_compute_over_weight_stream_with_fill']:.3f} x)")
+    print(
+        f"device: {p['array']}x{p['array']} PEs ({p['pes']}), {p['clock_mhz']:g} MHz, {p['dram_tbps']:g} TB/s, "
+        f"{p['buffer_mb']:g} MB; model {p['model']}; DynaCore policy {p['policy']} (decode {p['decode_datapath']}), "
+        f"baselines {p['baseline_policy']} (decode {p['baseline_decode_datapath']})"
+    )
+    print(
+        f"GEMV compute / weight-stream time (FP16, batch 1): {rep['gemv_compute_over_weight_stream']:g} x "
+        f"(with fill/drain: {rep['gemv_compute_over_weight_stream_with_fill']:.3f} x)"
+    )
     print(f"pyramid packing of M=11 on a 4x4 core: {', '.join(rep['pyramid_packing']['meus'])}")
-    print(f"{'architecture':<12} {'sat. batch':>10} {'paper':>6} {'b=1 (ms)':>10} {'b=256 (ms)':>11} {'paper':>7} "
-          f"{'speedup b=1 (x)':>16}")
+    print(
+        f"{'architecture':<12} {'sat. batch':>10} {'paper':>6} {'b=1 (ms)':>10} {'b=256 (ms)':>11} {'paper':>7} "
+        f"{'speedup b=1 (x)':>16}"
+    )
     for a, sat in rep["decode_saturation_batch"].items():
-        print(f"{a:<12} {sat:>10d} {PAPER_FIG11['decode_saturation_batch'][a]:>6d} "
-              f"{rep['decode_latency_ms'][a]['1']:>10.3f} {rep['decode_latency_ms'][a]['256']:>11.3f} "
-              f"{PAPER_FIG11['decode_latency_ms_b256'][a]:>7.1f} {rep['speedup_vs_systolic'][a]:>16.2f}")
+        print(
+            f"{a:<12} {sat:>10d} {PAPER_FIG11['decode_saturation_batch'][a]:>6d} "
+            f"{rep['decode_latency_ms'][a]['1']:>10.3f} {rep['decode_latency_ms'][a]['256']:>11.3f} "
+            f"{PAPER_FIG11['decode_latency_ms_b256'][a]:>7.1f} {rep['speedup_vs_systolic'][a]:>16.2f}"
+        )
     ab = rep["ablation_decode_b1"]
     steps = ", ".join(f"+{k} {v:g}x" for k, v in ab["speedup_over_previous"].items())
-    print(f"decode ablation ({ab['model']}, batch 1, context {ab['tokens']}): {steps}; "
-          f"FP16-weight cap {ab['fp16_weight_cap']:g}x (paper: +dq 1x, +splittable 39.1x, +split_k 2.2x, cap ~31x)")
+    print(
+        f"decode ablation ({ab['model']}, batch 1, context {ab['tokens']}): {steps}; "
+        f"FP16-weight cap {ab['fp16_weight_cap']:g}x (paper: +dq 1x, +splittable 39.1x, +split_k 2.2x, cap ~31x)"
+    )
     ab = rep["ablation_prefill_b1"]
     steps = ", ".join(f"+{k} {v:g}x" for k, v in ab["speedup_over_previous"].items())
-    print(f"prefill ablation ({ab['model']}, batch 1, {ab['tokens']}-token prompt): {steps} "
-          f"(paper: +dq 1.93x, +splittable 5.69x, +pyramid 1.25x)")
+    print(
+        f"prefill ablation ({ab['model']}, batch 1, {ab['tokens']}-token prompt): {steps} "
+        f"(paper: +dq 1.93x, +splittable 5.69x, +pyramid 1.25x)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -350,8 +370,12 @@ def run(args: argparse.Namespace) -> int:
             w.writeheader()
             w.writerows(rows)
         png = Path(args.png) if args.png else out.with_suffix(".png")
-        _plot(rows, png, f"{args.model} decode: DynaCore {args.policy}, baselines {args.baseline_policy}, "
-                         f"{args.array}x{args.array} PEs")
+        _plot(
+            rows,
+            png,
+            f"{args.model} decode: DynaCore {args.policy}, baselines {args.baseline_policy}, "
+            f"{args.array}x{args.array} PEs",
+        )
         print(f"wrote {out} ({len(rows)} rows) and {png}")
         return 0
     raise ConfigError("is missing; use 'check' or 'sweep'", file="<cli>", key="dynacore", value=None)

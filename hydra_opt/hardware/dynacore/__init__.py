@@ -44,7 +44,14 @@ from hydra_opt.hardware.dynacore.core import (
     spatial_shapes,
 )
 from hydra_opt.hardware.dynacore.energy import DEFAULT_ENERGY, EnergyModel
-from hydra_opt.hardware.dynacore.model_cost import StepCost, decode_step, gemm_list_cost, pass_cost, prefill, saturation_batch
+from hydra_opt.hardware.dynacore.model_cost import (
+    StepCost,
+    decode_step,
+    gemm_list_cost,
+    pass_cost,
+    prefill,
+    saturation_batch,
+)
 from hydra_opt.hardware.dynacore.packing import pyramid_pack, pyramid_shapes
 from hydra_opt.hardware.dynacore.precision import (
     ACCURACY_DROP_PCT,

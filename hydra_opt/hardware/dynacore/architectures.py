@@ -84,8 +84,11 @@ def dynacore(
     if not isinstance(cores, int) or cores < 1:
         raise ConfigError("is not a positive integer", key="cores", value=cores)
     meus = reachable_meus(s) if split_k else tuple(u for u in reachable_meus(s) if u.t == 1)
-    name = "dynacore" if (split_k and pyramid) else f"dynacore[{'splitk' if split_k else 'spatial'}" + (
-        ",pyramid]" if pyramid else "]")
+    name = (
+        "dynacore"
+        if (split_k and pyramid)
+        else f"dynacore[{'splitk' if split_k else 'spatial'}" + (",pyramid]" if pyramid else "]")
+    )
     if meu is not None:
         fixed = MEU(*meu)
         if fixed not in meus:
@@ -161,5 +164,7 @@ FIG11_ARCHITECTURES: tuple[str, ...] = ("systolic", "planaria", "sara", "dynacor
 def get_architecture(name: str, device: Device = TABLE2_DEVICE, **kwargs) -> Architecture:
     """Build the architecture called ``name`` on ``device``; ConfigError listing the names otherwise."""
     if name not in ARCHITECTURES:
-        raise ConfigError(f"is not an architecture; allowed: {', '.join(ARCHITECTURES)}", key="architecture", value=name)
+        raise ConfigError(
+            f"is not an architecture; allowed: {', '.join(ARCHITECTURES)}", key="architecture", value=name
+        )
     return ARCHITECTURES[name](device=device, **kwargs)

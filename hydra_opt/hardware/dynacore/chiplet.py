@@ -19,13 +19,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hydra_opt.config.errors import ConfigError
+from hydra_opt.hardware.area import (
+    AreaBreakdown,
+    Composition,
+    CoreComponent,
+    SfuComponent,
+    SramComponent,
+    TechnologyTable,
+    composition_area,
+)
 from hydra_opt.hardware.dynacore.architectures import dynacore
 from hydra_opt.hardware.dynacore.core import MEU, Architecture, Device, is_power_of_two, reachable_meus
 from hydra_opt.hardware.dynacore.energy import DEFAULT_ENERGY
 from hydra_opt.hardware.dynacore.model_cost import gemm_list_cost
 from hydra_opt.hardware.dynacore.precision import Datapath, PrecisionPolicy, get_datapath, get_policy
 from hydra_opt.hardware.dynacore.search import ConfigTable
-from hydra_opt.hardware.area import AreaBreakdown, Composition, CoreComponent, SfuComponent, SramComponent, TechnologyTable, composition_area
 from hydra_opt.hardware.types import ChipletType
 
 __all__ = [
@@ -94,7 +102,9 @@ class DynaCoreSettings:
         get_datapath(self.prefill_precision, key="dynacore.prefill_precision")
         get_datapath(self.decode_precision, key="dynacore.decode_precision")
         if self.meu_policy not in ("adaptive", "fixed"):
-            raise ConfigError("is not an MEU policy; allowed: adaptive, fixed", key="dynacore.meu_policy", value=self.meu_policy)
+            raise ConfigError(
+                "is not an MEU policy; allowed: adaptive, fixed", key="dynacore.meu_policy", value=self.meu_policy
+            )
         if self.meu_policy == "fixed":
             shape = tuple(self.meu_shape) if self.meu_shape is not None else None
             if shape is None or len(shape) != 3 or MEU(*shape) not in reachable_meus(self.core_size):
@@ -106,13 +116,17 @@ class DynaCoreSettings:
                 )
             object.__setattr__(self, "meu_shape", tuple(int(x) for x in shape))
         elif self.meu_shape is not None:
-            raise ConfigError("must be omitted when meu_policy is adaptive", key="dynacore.meu_shape", value=self.meu_shape)
+            raise ConfigError(
+                "must be omitted when meu_policy is adaptive", key="dynacore.meu_shape", value=self.meu_shape
+            )
         v = self.clock_mhz
         if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise ConfigError("is not a positive number", key="dynacore.clock_mhz", value=v)
         if isinstance(self.sram_mb, bool) or not isinstance(self.sram_mb, int) or self.sram_mb < 1:
             raise ConfigError("is not a positive integer (1 MB banks)", key="dynacore.sram_mb", value=self.sram_mb)
-        if self.cores is not None and (isinstance(self.cores, bool) or not isinstance(self.cores, int) or self.cores < 1):
+        if self.cores is not None and (
+            isinstance(self.cores, bool) or not isinstance(self.cores, int) or self.cores < 1
+        ):
             raise ConfigError("is not a positive integer", key="dynacore.cores", value=self.cores)
         if isinstance(self.links, bool) or not isinstance(self.links, int) or self.links < 0:
             raise ConfigError("is not a non-negative integer", key="dynacore.links", value=self.links)
@@ -199,7 +213,9 @@ def _components(settings: DynaCoreSettings) -> tuple[TechnologyTable, CoreCompon
     t = technology()
     mac = t.cores["tscs"]
     s2 = settings.core_size**2
-    core = CoreComponent(f"dynacore{settings.core_size}", s2, mac.area_mm2 / mac.macs * s2 * (1.0 + settings.pe_area_overhead))
+    core = CoreComponent(
+        f"dynacore{settings.core_size}", s2, mac.area_mm2 / mac.macs * s2 * (1.0 + settings.pe_area_overhead)
+    )
     return t, core, t.srams["1M"], t.sfus["2.4"]
 
 
@@ -351,7 +367,9 @@ def dynacore_block_time(
 
     Same arguments as :func:`dynacore_block_cost`.
     """
-    return dynacore_block_cost(chiplet_settings, gemms, mem_bw_gbps, precision, cores=cores, kv_bytes=kv_bytes).latency_s
+    return dynacore_block_cost(
+        chiplet_settings, gemms, mem_bw_gbps, precision, cores=cores, kv_bytes=kv_bytes
+    ).latency_s
 
 
 def _provider(*, d2d_bw_gbps: float, slot_area_mm2: float, settings: Any = None) -> ChipletType:

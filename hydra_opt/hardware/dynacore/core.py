@@ -51,6 +51,7 @@ __all__ = [
     "GemmCost",
     "part_cost",
     "gemm_cost",
+    "gemm_dram_bytes",
     "is_power_of_two",
 ]
 
@@ -200,8 +201,11 @@ class Architecture:
         if not self.modes:
             raise ConfigError("needs at least one mode", key=f"{self.name}.modes", value=())
         # A cheap hashable identity for lookup tables (hashing the nested MEU tuples per lookup is slow).
-        object.__setattr__(self, "_key", (self.name, self.modes, self.datapaths, self.pyramid, self.outer_product,
-                                          self.device, self.energy))
+        object.__setattr__(
+            self,
+            "_key",
+            (self.name, self.modes, self.datapaths, self.pyramid, self.outer_product, self.device, self.energy),
+        )
 
     @property
     def key(self) -> tuple:
@@ -231,7 +235,9 @@ class Architecture:
 
     def with_device(self, device: Device) -> Architecture:
         """The same architecture on another device."""
-        return Architecture(self.name, self.modes, self.datapaths, self.pyramid, self.outer_product, device, self.energy)
+        return Architecture(
+            self.name, self.modes, self.datapaths, self.pyramid, self.outer_product, device, self.energy
+        )
 
 
 @dataclass(frozen=True)
@@ -289,12 +295,14 @@ class PartCost:
         return self.fill_cycles + self.steady_cycles
 
 
-def part_cost(arch: Architecture, part: Part, m: int, n: int, k: int, count: int, weight: bool, dp: Datapath) -> PartCost:
+def part_cost(
+    arch: Architecture, part: Part, m: int, n: int, k: int, count: int, weight: bool, dp: Datapath
+) -> PartCost:
     """Cycles and buffer traffic of ``part`` of the GEMM ``(m×k)@(k×n)`` × ``count`` (Secs. 4-6).
 
     Args:
         arch: The architecture.
-        part: The part (its ``tokens`` ≤ ``m``).
+        part: The part (its ``tokens`` ≤ the GEMM's ``m``).
         m, n, k, count: GEMM dimensions and repetitions.
         weight: Whether the right operand is a weight (else an activation / KV-cache operand at ``dp.act_bits``).
         dp: Datapath.
@@ -395,13 +403,14 @@ def gemm_cost(
     part_costs: tuple[PartCost, ...] | None = None,
 ) -> GemmCost:
     """Assemble the cost of a GEMM executed with ``parts`` (see the module docstring for the model)."""
-    pcs = part_costs if part_costs is not None else tuple(part_cost(arch, pt, m, n, k, count, weight, dp) for pt in parts)
+    pcs = (
+        part_costs if part_costs is not None else tuple(part_cost(arch, pt, m, n, k, count, weight, dp) for pt in parts)
+    )
     fill = sum(pc.fill_cycles for pc in pcs)
     steady = sum(pc.steady_cycles for pc in pcs)
     drain_modes = [arch.modes[pt.mode] for pt in parts]
     drain = max(
-        (md.rows if md.kind == "os" else int(math.log2(max(pt.meu.t, 1))))
-        for md, pt in zip(drain_modes, parts)
+        (md.rows if md.kind == "os" else int(math.log2(max(pt.meu.t, 1)))) for md, pt in zip(drain_modes, parts)
     )
     cycles = fill + steady + drain
     f = arch.device.clock_hz

@@ -75,5 +75,7 @@ def execution_energy_j(
     latency_s: float,
 ) -> float:
     """Energy of one execution, J: dynamic (MACs, SRAM, DRAM) + leakage over ``latency_s``."""
-    dyn_pj = macs * energy.mac_pj(mac_kind) + sram_bytes * energy.sram_pj_per_byte + dram_bytes * energy.dram_pj_per_byte
+    dyn_pj = (
+        macs * energy.mac_pj(mac_kind) + sram_bytes * energy.sram_pj_per_byte + dram_bytes * energy.dram_pj_per_byte
+    )
     return dyn_pj * 1e-12 + static_power_w * latency_s

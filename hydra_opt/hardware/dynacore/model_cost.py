@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from hydra_opt.hardware.dynacore.core import Architecture
 from hydra_opt.hardware.dynacore.precision import Datapath, PrecisionPolicy, get_datapath, get_policy
 from hydra_opt.hardware.dynacore.search import ConfigTable
 from hydra_opt.workload.cost import Gemm
@@ -143,7 +142,9 @@ def _block_gemms(
             out.extend(layer.gemms(c, q))
             continue
         # Attention projections run over all Σq tokens; the score/value products are per request.
-        out.extend(Gemm(g.name, tokens, g.n, g.k, g.count, True) for g in layer.gemms(pairs[:1, 0], pairs[:1, 1]) if g.weight)
+        out.extend(
+            Gemm(g.name, tokens, g.n, g.k, g.count, True) for g in layer.gemms(pairs[:1, 0], pairs[:1, 1]) if g.weight
+        )
         if attention:
             for (ci, qi), k in zip(pairs.tolist(), mult.tolist()):
                 for g in layer.gemms(np.array([ci]), np.array([qi])):

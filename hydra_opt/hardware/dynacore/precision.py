@@ -108,7 +108,10 @@ class PrecisionPolicy:
     @classmethod
     def of(cls, prefill: str, decode: str) -> PrecisionPolicy:
         """The named policy with these datapaths, or an ad-hoc one called ``"<prefill>+<decode>"``."""
-        pre, dec = get_datapath(prefill, key="prefill_precision").name, get_datapath(decode, key="decode_precision").name
+        pre, dec = (
+            get_datapath(prefill, key="prefill_precision").name,
+            get_datapath(decode, key="decode_precision").name,
+        )
         for p in POLICIES.values():
             if (p.prefill, p.decode) == (pre, dec):
                 return p
@@ -126,7 +129,9 @@ POLICIES: dict[str, PrecisionPolicy] = {
 }
 
 
-def get_policy(name: str | PrecisionPolicy, *, key: str = "precision_policy", file: str | None = None) -> PrecisionPolicy:
+def get_policy(
+    name: str | PrecisionPolicy, *, key: str = "precision_policy", file: str | None = None
+) -> PrecisionPolicy:
     """The :class:`PrecisionPolicy` called ``name``; ConfigError listing the allowed names otherwise."""
     if isinstance(name, PrecisionPolicy):
         return name

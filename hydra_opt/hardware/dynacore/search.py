@@ -107,7 +107,9 @@ class ConfigTable:
     def __len__(self) -> int:
         return len(self._table)
 
-    def lookup(self, m: int, n: int, k: int, count: int = 1, weight: bool = True, datapath: str | Datapath = "fp16") -> GemmCost:
+    def lookup(
+        self, m: int, n: int, k: int, count: int = 1, weight: bool = True, datapath: str | Datapath = "fp16"
+    ) -> GemmCost:
         """The cached plan (searched and stored on first use)."""
         name = datapath if isinstance(datapath, str) else datapath.name
         key = (m, n, k, count, weight, name)
@@ -117,7 +119,9 @@ class ConfigTable:
             self._table[key] = hit
         return hit
 
-    def build(self, shapes: Iterable[tuple[int, int, int, bool]], batch_sizes: Iterable[int], datapaths: Iterable[str]) -> int:
+    def build(
+        self, shapes: Iterable[tuple[int, int, int, bool]], batch_sizes: Iterable[int], datapaths: Iterable[str]
+    ) -> int:
         """Populate the table offline for layer shapes ``(n, k, count, weight)`` × token counts × datapaths.
 
         Returns:
