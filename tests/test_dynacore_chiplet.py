@@ -127,3 +127,13 @@ def test_library_hook_builds_dynacore_chiplets() -> None:
     small = lib.get("dynacore", 256, 121, settings=DesignSettings(core_size=16))
     assert small.cores > c.cores
     assert abs(small.cores * 256 - c.cores * 1024) <= 1024 + 256
+
+
+def test_phase_peak_rates() -> None:
+    from hydra_opt.hardware.dynacore import phase_macs_per_cycle
+
+    s = DynaCoreSettings(cores=16)
+    assert phase_macs_per_cycle(s, "prefill") == 16 * 1024 * 2  # W8A8: two INT8 products per PE
+    assert phase_macs_per_cycle(s, "decode") == 16 * 1024  # W4A16: FP16 arithmetic
+    with pytest.raises(ConfigError):
+        phase_macs_per_cycle(DynaCoreSettings(), "decode")

@@ -27,6 +27,7 @@ from hydra_opt.hardware.dynacore.chiplet import (
     dynacore_block_cost,
     dynacore_block_time,
     dynacore_chiplet,
+    phase_macs_per_cycle,
     resolve_settings,
     settings_architecture,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "dynacore_block_cost",
     "dynacore_block_time",
     "dynacore_chiplet",
+    "phase_macs_per_cycle",
     "resolve_settings",
     "settings_architecture",
     "MEU",

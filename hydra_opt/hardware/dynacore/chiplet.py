@@ -50,6 +50,7 @@ __all__ = [
     "settings_architecture",
     "dynacore_block_time",
     "dynacore_block_cost",
+    "phase_macs_per_cycle",
 ]
 
 #: 28 nm component areas (mm²) from the HYDRA artifact's component_28nm.yml (see the module docstring).
@@ -308,6 +309,18 @@ def dynacore_chiplet(
         sram_energy_pj_per_byte=DEFAULT_ENERGY.sram_pj_per_byte,
         static_power_w=DEFAULT_ENERGY.static_power_w(c * s * s, rs.sram_mb * 2**20),
     )
+
+
+def phase_macs_per_cycle(settings: Any, phase: str, cores: int | None = None) -> float:
+    """Peak MACs per cycle of a DynaCore chiplet in ``phase`` (``cores · S² · k_pack`` of that phase's datapath).
+
+    :func:`dynacore_chiplet` states the prefill peak in ``ChipletType.macs_per_cycle``; a linear (roofline) pricer
+    should use this for decode, where W4A16 runs FP16 arithmetic at half the W8A8 rate.
+    """
+    st = coerce_settings(settings, **({"cores": cores} if cores is not None else {}))
+    if st.cores is None:
+        raise ConfigError("must be set (use resolve_settings with the slot area)", key="dynacore.cores", value=None)
+    return float(st.cores * st.core_size**2 * st.policy.datapath(phase).k_pack)
 
 
 _TABLES: dict[tuple, ConfigTable] = {}
