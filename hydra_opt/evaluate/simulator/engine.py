@@ -315,11 +315,12 @@ class Engine:
                 t_net = _INF
                 continue
             if ta <= th:
-                r = i_arr
-                i_arr += 1
-                self.status[r] = QUEUED
-                self.queue.append(r)
-                self.n_arrived += 1
+                # Every request arriving at this instant joins the queue before the batcher looks at it.
+                while i_arr < n and arr[i_arr] == ta:
+                    self.status[i_arr] = QUEUED
+                    self.queue.append(i_arr)
+                    self.n_arrived += 1
+                    i_arr += 1
                 self.arrivals_done = i_arr >= n
                 self._try_form()
             else:
@@ -561,6 +562,7 @@ class Engine:
                         break
 
     def _start_next(self, c: int) -> None:
+        assert not self.busy[c]
         view = self.view
         q = view.queues[c]
         if q:
@@ -650,7 +652,8 @@ class Engine:
                 self._dispatch(b)
             else:
                 self._end_pass(b)
-        self._start_next(c)
+        if not self.busy[c]:  # advancing the batch may already have started a task here
+            self._start_next(c)
 
     # --------------------------------------------------------------------------------------------- bookkeeping
     def _sample_mem(self) -> None:
@@ -663,18 +666,21 @@ class Engine:
         self.mem_t = now
 
     def _check(self) -> None:
+        """Invariants (debug mode): memory within capacity, request conservation, token conservation."""
         self.mem.check()
-        st = self.status
-        q = sum(1 for s in st if s == QUEUED)
-        r = sum(1 for s in st if s == RUNNING)
-        d = sum(1 for s in st if s == DONE)
-        j = sum(1 for s in st if s == REJECTED)
-        assert q == len(self.queue), (q, len(self.queue))
-        assert r == len(self.running), (r, len(self.running))
-        assert self.n_arrived == q + r + d + j, (self.n_arrived, q, r, d, j)
-        assert self.tokens == sum(self.gen) + self.discarded, (self.tokens, sum(self.gen), self.discarded)
-        for rid in self.running:
-            assert self.mem.holds(rid)
+        assert self.n_arrived == len(self.queue) + len(self.running) + self.n_done + self.n_rejected, (
+            self.n_arrived, len(self.queue), len(self.running), self.n_done, self.n_rejected)
+        self._checks += 1
+        if self._checks % 512 == 1:  # the O(requests) scans, now and then
+            st = self.status
+            assert sum(1 for x in st if x == QUEUED) == len(self.queue)
+            assert sum(1 for x in st if x == RUNNING) == len(self.running)
+            assert self.tokens == sum(self.gen) + self.discarded, (self.tokens, sum(self.gen), self.discarded)
+            for rid in self.running:
+                assert self.mem.holds(rid)
+            assert sum(self.busy) == sum(1 for t in self.run_task if t is not None)
+
+    _checks = 0
 
     def _raw(self, end: float, wall: float) -> RawRun:
         self.now = end

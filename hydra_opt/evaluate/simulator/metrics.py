@@ -144,6 +144,11 @@ def summarize(
     raw: RawRun, options: SimOptions, *, design: str, model: str, workload: str, seed: int
 ) -> SimResult:
     """Turn a :class:`RawRun` into a :class:`SimResult` (docs/metrics.md)."""
+    with np.errstate(invalid="ignore"):
+        return _summarize(raw, options, design=design, model=model, workload=workload, seed=seed)
+
+
+def _summarize(raw: RawRun, options: SimOptions, *, design: str, model: str, workload: str, seed: int) -> SimResult:
     end = raw.sim_end_s
     arr = raw.arrival_s
     arrived = np.arange(arr.size) < raw.n_arrived

@@ -1,0 +1,81 @@
+"""``python -m hydra_opt simulate`` — run the event-driven simulator on one design, model and workload."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+__all__ = ["register", "run"]
+
+
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``simulate`` subcommand."""
+    p = sub.add_parser(
+        "simulate",
+        help="simulate one design on one workload (event-driven)",
+        description="Simulate one design serving one workload. Metrics are defined in docs/metrics.md.",
+    )
+    p.add_argument("--design", required=True, help="design YAML (kind: design)")
+    p.add_argument("--model", required=True, help="model name (python -m hydra_opt list models) or YAML path")
+    p.add_argument("--workload", required=True, help="workload name (python -m hydra_opt list workloads) or YAML")
+    p.add_argument("--seconds", type=float, default=None, help="simulated horizon, s (default: workload's / all)")
+    p.add_argument("--requests", type=int, default=None, help="use only the first N requests")
+    p.add_argument("--seed", type=int, default=0, help="request-stream seed (default 0)")
+    p.add_argument("--paper", action="store_true", help="the HYDRA artifact's setup (docs/simulator.md)")
+    p.add_argument("--batching", choices=("static", "continuous"), default=None, help="override the design's")
+    p.add_argument("--scheduler", choices=("static", "fcfs", "worksteal", "elastic"), default=None)
+    p.add_argument("--placement", choices=("cp", "rr", "random"), default=None)
+    p.add_argument("--max-batch", type=int, default=None, help="override the design's maximum batch")
+    p.add_argument("--sharing", choices=("maxmin", "equal", "none"), default=None, help="NoI bandwidth sharing")
+    p.add_argument("--lend", action="store_true", help="elastic scheduler: cross-phase lending")
+    p.add_argument("--debug", action="store_true", help="check invariants after every event (slow)")
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    p.add_argument("--trace-out", metavar="F", default=None, help="write per-request metrics CSV to F")
+    return p
+
+
+def _options(args: argparse.Namespace):
+    from hydra_opt.config.errors import ConfigError
+    from hydra_opt.evaluate.simulator import SimOptions
+
+    over = {}
+    for key, val in (
+        ("horizon_s", args.seconds),
+        ("n_requests", args.requests),
+        ("batching", args.batching),
+        ("scheduler", args.scheduler),
+        ("placement", args.placement),
+        ("max_batch", args.max_batch),
+        ("sharing", args.sharing),
+    ):
+        if val is not None:
+            over[key] = val
+    if args.lend:
+        over["lend"] = True
+    if args.debug:
+        over["debug"] = True
+    if args.seconds is not None and not (args.seconds > 0 and math.isfinite(args.seconds)):
+        raise ConfigError("must be a positive number of seconds", file="<cli>", key="--seconds", value=args.seconds)
+    try:
+        return SimOptions.paper(**over) if args.paper else SimOptions(**over)
+    except ConfigError as exc:
+        exc.file = exc.file or "<cli>"
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the simulation and print a summary (or JSON)."""
+    from hydra_opt.evaluate import simulate
+
+    opt = _options(args)
+    res = simulate(args.design, args.model, args.workload, seed=args.seed, options=opt)
+    if args.trace_out:
+        res.write_trace(args.trace_out)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=1, sort_keys=True, allow_nan=False))
+    else:
+        print(res.summary())
+        if args.trace_out:
+            print(f"per-request metrics written to {args.trace_out}")
+    return 0

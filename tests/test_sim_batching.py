@@ -1,0 +1,172 @@
+"""Batching, preemption, flows and schedulers through the real engine, on tiny synthetic systems."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pytest
+
+from hydra_opt.evaluate.simulator import SimOptions, SimSystem, run_system
+from hydra_opt.hardware.noi import Mesh
+from hydra_opt.runtime.batching import PagedMemory
+from hydra_opt.runtime.scheduling import ChipletView, ElasticScheduler, FcfsScheduler, WorkStealingScheduler
+from sim_synthetic import chiplet, memory, one_block_model, single_chiplet_system
+
+S = 0.01
+
+
+def _run(arr, prompt, out, *, batching, max_batch, model=None, system=None, **opt):
+    return run_system(
+        system or single_chiplet_system(), model or one_block_model(service_s=S), np.asarray(arr, dtype=float),
+        np.asarray(prompt), np.asarray(out), SimOptions(warmup_frac=0.0, debug=True, **opt),
+        batching=batching, max_batch=max_batch,
+    )
+
+
+def test_static_batch_runs_to_completion_without_refill():
+    # B=2; three requests at t=0 with 1, 3, 3 output tokens; every pass costs S on the lone chiplet.
+    res = _run([0, 0, 0], [4, 4, 4], [1, 3, 3], batching="static", max_batch=2, max_batches=1)
+    fin = res.raw.finish_s
+    # Batch {0,1}: r0 leaves after its prefill pass (S), r1 after 3 passes (3S); nobody joins. r2 then runs alone
+    # (partial batch after the last arrival): 3 more passes.
+    np.testing.assert_allclose(fin, [S, 3 * S, 6 * S])
+    np.testing.assert_allclose(res.raw.first_token_s, [S, S, 4 * S])
+    assert res.tokens_emitted == 7
+
+
+def test_continuous_batching_refills_at_pass_boundaries():
+    res = _run([0, 0, 0], [4, 4, 4], [1, 3, 3], batching="continuous", max_batch=2, max_batches=1)
+    # Pass 1 {r0, r1} prefill (S): r0 done, r2 admitted. Pass 2 mixes r1 decode and r2 prefill: two tasks on the
+    # same chiplet, 2S. Pass 3 both decode (S): r1 done. Pass 4 r2 decode (S).
+    np.testing.assert_allclose(res.raw.finish_s, [S, 4 * S, 5 * S])
+    np.testing.assert_allclose(res.raw.first_token_s, [S, S, 3 * S])
+
+
+def test_static_waits_for_a_full_batch():
+    # Two arrivals then a third at 1 s: with B=3 nothing starts before t=1.
+    res = _run([0, 0.1, 1.0], [1, 1, 1], [1, 1, 1], batching="static", max_batch=3)
+    np.testing.assert_allclose(res.raw.first_token_s, [1 + S] * 3)
+
+
+def test_ttft_definitions():
+    res = _run([0, 0.1, 1.0], [1, 1, 1], [1, 1, 1], batching="static", max_batch=3)
+    assert res.ttft_mean_s == pytest.approx(np.mean([1 + S, 0.9 + S, S]))
+    res_bs = _run([0, 0.1, 1.0], [1, 1, 1], [1, 1, 1], batching="static", max_batch=3, ttft_from="batch_start")
+    assert res_bs.ttft_mean_s == pytest.approx(S)
+
+
+def _kv_system(capacity_tokens: int, kv_per_token: float = 1000.0):
+    mem = memory(capacity_gb=capacity_tokens * kv_per_token / 2**30)
+    return single_chiplet_system(mem=mem)
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_preemption_frees_memory_and_every_request_completes(restart):
+    # Memory holds 96 tokens of KV; 4 requests of 16-token prompts that each grow to 56 tokens.
+    kvt = 1000.0
+    model = one_block_model(service_s=S, kv_bytes_per_token=kvt)
+    n = 4
+    res = _run([0] * n, [16] * n, [40] * n, batching="continuous", max_batch=4, model=model,
+               system=_kv_system(96, kvt), page_tokens=8, preempt_restart=restart,
+               preempt_requeue="back" if restart else "front")
+    assert res.completed_requests == n
+    assert res.preemptions > 0
+    raw = res.raw
+    assert np.all(raw.generated == 40)
+    assert res.tokens_emitted == n * 40 + res.tokens_discarded
+    assert (res.tokens_discarded > 0) == restart
+    assert raw.mem_peak.max() <= raw.mem_capacity.max() + 1e-6
+
+
+def test_victim_is_the_request_with_fewest_generated_tokens():
+    kvt = 1000.0
+    model = one_block_model(service_s=S, kv_bytes_per_token=kvt)
+    # r0 starts alone and runs ahead; r1 arrives later; when memory runs out, r1 (fewer tokens) is preempted.
+    res = _run([0, 0.05], [8, 8], [60, 60], batching="continuous", max_batch=2, model=model,
+               system=_kv_system(96, kvt), page_tokens=8)
+    assert res.raw.preemptions[0] == 0 and res.raw.preemptions[1] > 0
+    assert res.completed_requests == 2
+
+
+def test_paged_memory_accounting():
+    mem = PagedMemory([1000.0, 1000.0], [10.0, 0.0], [5.0, 50.0], page_tokens=4)
+    assert mem.ensure(0, 5)  # 2 pages: 80 + 5 on memory 0, 50 on memory 1
+    np.testing.assert_allclose(mem.used, [85.0, 50.0])
+    assert mem.ensure(0, 8)  # still 2 pages
+    np.testing.assert_allclose(mem.used, [85.0, 50.0])
+    assert mem.ensure(0, 9)
+    np.testing.assert_allclose(mem.used, [125.0, 50.0])
+    assert not mem.ensure(1, 1000)  # would overflow memory 0: nothing changes
+    np.testing.assert_allclose(mem.used, [125.0, 50.0])
+    mem.free(0)
+    np.testing.assert_allclose(mem.used, [0.0, 0.0])
+
+
+def _two_chiplet_system(link_gbps: float, port_gbps: float) -> SimSystem:
+    # Memory at node 0 of a 3x1 mesh, chiplets at nodes 1 and 2: both flows cross the port and link 0->1.
+    mesh = Mesh(3, 1, link_gbps, 1e-9)
+    chips = [chiplet("a"), chiplet("b")]
+    return SimSystem(chiplets=chips, chip_node=[1, 2], memories=[memory(bw_gbps=port_gbps)], mem_node=[0],
+                     block_mem=[0], mesh=mesh, omega={("prefill", 0): 0, ("decode", 0): 0})
+
+
+def test_lone_flow_time_is_bytes_over_bandwidth_plus_hops():
+    nbytes = 1e9
+    model = one_block_model(service_s=1e-6, mem_bytes_const=nbytes)
+    res = _run([0.0], [1], [1], batching="static", max_batch=1, model=model, system=_two_chiplet_system(100.0, 400.0))
+    # Chiplet 0 (node 1), one hop from the memory: 1e9 B at 100 GB/s + 1 ns.
+    assert res.raw.finish_s[0] == pytest.approx(nbytes / 100e9 + 1e-9, rel=1e-9)
+
+
+@pytest.mark.parametrize("sharing", ["equal", "maxmin"])
+def test_two_flows_sharing_a_link_each_get_half(sharing):
+    nbytes = 1e9
+    model = one_block_model(service_s=1e-6, mem_bytes_const=nbytes)
+    sys = _two_chiplet_system(100.0, 400.0)
+    # Two requests at t=0, batch cap 1, FCFS round robin puts them on the two chiplets at once; both flows cross
+    # link 0->1 (100 GB/s): each drains at 50 GB/s.
+    res = run_system(sys, model, np.zeros(2), np.ones(2, dtype=int), np.ones(2, dtype=int),
+                     SimOptions(sharing=sharing, debug=True, warmup_frac=0.0), batching="static", max_batch=1,
+                     scheduler="fcfs")
+    hops = np.array([1, 2])
+    np.testing.assert_allclose(res.raw.finish_s, nbytes / 50e9 + hops * 1e-9, rtol=1e-9)
+
+
+class _T:
+    def __init__(self, family="mamba", phase="decode", mem_xy=(0, 0)):
+        self.family, self.phase, self.mem_xy = family, phase, mem_xy
+
+
+def _view(n=3):
+    return ChipletView(xy=[(i + 1, 0) for i in range(n)], native={("mamba", "decode"): list(range(n)),
+                                                                 ("mamba", "prefill"): list(range(n))},
+                       family_any={"mamba": list(range(n))})
+
+
+def test_fcfs_is_round_robin():
+    v, s = _view(), FcfsScheduler()
+    assert [s.choose(_T(), 0, v) for _ in range(5)] == [0, 1, 2, 0, 1]
+
+
+def test_elastic_keeps_omega_when_balanced_and_moves_under_imbalance():
+    v = _view()
+    s = ElasticScheduler({("decode", 0): 2}, spread=2)
+    v.load[:] = [1, 1, 2]
+    assert s.choose(_T(), 0, v) == 2
+    v.load[:] = [1, 0, 3]
+    assert s.choose(_T(), 0, v) == 1  # least loaded
+    v.load[:] = [0, 0, 3]
+    assert s.choose(_T(mem_xy=(0, 0)), 0, v) == 0  # tie broken by distance to the memory
+
+
+def test_work_stealing_takes_from_the_most_loaded_queue():
+    v = _view()
+    s = WorkStealingScheduler()
+    a, b, c = _T(), _T(), _T()
+    v.queues[1].extend([a])
+    v.queues[2].extend([b, c])
+    v.load[:] = [0, 2, 3]
+    assert s.steal(0, v) == (2, c)
+    v.queues = [deque() for _ in range(3)]
+    assert s.steal(0, v) is None
