@@ -84,7 +84,9 @@ def search_gemm(
             plans = [((Part(mi, u, m),), None) for u in mode.meus]
         for pts, pcs_ in plans:
             cost = gemm_cost(arch, pts, m, n, k, count, weight, dp, part_costs=pcs_)
-            s = cost.latency_s + lam * cost.energy_j
+            # Activation × activation products (attention) stream a KV operand shared by GQA heads, priced by the
+            # caller for the whole block: their plans are chosen on compute time.
+            s = (cost.latency_s if weight else cost.compute_s) + lam * cost.energy_j
             if s < best_score:
                 best, best_score = cost, s
     assert best is not None
