@@ -1,5 +1,15 @@
-"""evaluate/estimator layer."""
+"""Fast estimators (HYDRA §V): the Markov/fluid model and the roofline baseline (docs/estimator.md).
+
+``estimate(design, model, workload)`` prices work with ``hydra_opt.evaluate.opcost`` (the one cost model),
+models the pipeline of batch slots with mean-value analysis, and the runtime dynamics with an occupancy CTMC
+(stationary load) or a fluid model of the slots (overload over a finite run). ``estimate_space`` does the same
+for a whole enumerated design space with numpy over designs; ``roofline_estimate`` is the three-bound baseline.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from hydra_opt.evaluate.estimator.core import estimate
+from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
+from hydra_opt.evaluate.estimator.roofline import roofline_estimate
+
+__all__ = ["estimate", "Estimate", "EstimatorOptions", "roofline_estimate"]

@@ -192,6 +192,8 @@ def assign_blocks(times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     t = np.asarray(times, dtype=np.float64)
     lead = t.shape[:-2]
     nb, ns = t.shape[-2:]
+    if int(np.prod(lead)) == 1:
+        return _assign_one(t.reshape(nb, ns), lead)
     loads = np.zeros(lead + (ns,))
     owner = np.zeros(lead + (nb,), dtype=np.int64)
     fastest = np.where(np.isfinite(t), t, np.inf).min(axis=-1)
@@ -210,6 +212,28 @@ def assign_blocks(times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         flat_loads[rows, best] += np.where(np.isfinite(add), add, 0.0)
         flat_owner[rows, blk] = best
     return flat_loads.reshape(lead + (ns,)), flat_owner.reshape(lead + (nb,))
+
+
+def _assign_one(t: np.ndarray, lead: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`assign_blocks` for a single design in plain Python (the same greedy, same tie-breaking)."""
+    nb, ns = t.shape
+    rows = t.tolist()
+    fastest = [min(r) for r in rows]
+    key = [f if f != float("inf") else 0.0 for f in fastest]
+    order = sorted(range(nb), key=lambda j: -key[j])  # stable, like argsort(kind="stable") on −key
+    loads = [0.0] * ns
+    owner = [0] * nb
+    for blk in order:
+        r = rows[blk]
+        best, bv = 0, loads[0] + r[0]
+        for i in range(1, ns):
+            v = loads[i] + r[i]
+            if v < bv:
+                best, bv = i, v
+        if r[best] != float("inf"):
+            loads[best] += r[best]
+        owner[blk] = best
+    return np.array(loads).reshape(lead + (ns,)), np.array(owner, dtype=np.int64).reshape(lead + (nb,))
 
 
 def balance_within_types(loads: np.ndarray, type_id: np.ndarray, efficiency: float = 1.0) -> np.ndarray:

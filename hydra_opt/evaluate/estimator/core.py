@@ -24,7 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from hydra_opt.evaluate.estimator import capacities as cap
-from hydra_opt.evaluate.estimator import markov
+from hydra_opt.evaluate.estimator import fluid, markov
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 
 __all__ = ["Prepared", "prepare", "DesignInputs", "design_inputs", "solve", "estimate", "SCHED_CODES"]
@@ -62,6 +62,11 @@ class Prepared:
     window_s: tuple[float, float]
     order_stats: dict
     precision: str
+    horizon_s: float
+    first_arrival_s: float
+    grid_k: np.ndarray
+    grid_emin: np.ndarray
+    grid_cdf: np.ndarray
 
     @property
     def n_blocks(self) -> int:
@@ -92,14 +97,17 @@ def prepare(model, workload, *, options: EstimatorOptions | None = None, precisi
     """Everything about (model, workload) that does not depend on the design (cached by names and options)."""
     opts = options or EstimatorOptions()
     prec = precision or opts.precision or "fp16"
-    return _prepare_cached(model, workload, prec, opts.n_samples, opts.seed, opts.window_s)
+    horizon = opts.horizon_s if opts.horizon_s is not None else getattr(workload, "horizon_s", None)
+    return _prepare_cached(model, workload, prec, opts.n_samples, opts.seed, opts.window_s, horizon, opts.warmup_frac,
+                           opts.n_requests)
 
 
 _PREP_CACHE: dict = {}
 
 
-def _prepare_cached(model, workload, prec, n_samples, seed, window) -> Prepared:
-    key = (id(model), getattr(model, "name", None), id(workload), getattr(workload, "name", None), prec, n_samples, seed, window)
+def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, warmup, n_requests) -> Prepared:
+    key = (id(model), getattr(model, "name", None), id(workload), getattr(workload, "name", None), prec, n_samples,
+           seed, window, horizon, warmup, n_requests)
     hit = _PREP_CACHE.get(key)
     if hit is not None:
         return hit
@@ -108,10 +116,17 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window) -> Prepared:
     p = get_precision(prec)
     blocks = list(model.blocks)
     coeffs = np.asarray(model.block_coeffs(p), dtype=np.float64)
-    reqs = workload.requests(seed) if seed is not None else workload.requests()
+    # The same request stream the simulator replays (``simulate(seed=0)`` by default), cut like it is.
+    reqs = workload.requests(0 if seed is None else seed) if hasattr(workload, "requests") else workload
     arr = np.asarray(reqs.arrival_s, dtype=np.float64)
     pt = np.asarray(reqs.prompt_tokens, dtype=np.float64)
-    ot = np.asarray(reqs.output_tokens, dtype=np.float64)
+    ot = np.maximum(np.asarray(reqs.output_tokens, dtype=np.float64), 1.0)
+    if n_requests is not None:
+        arr, pt, ot = arr[:n_requests], pt[:n_requests], ot[:n_requests]
+    if horizon:
+        keep = arr <= float(horizon)
+        if keep.sum() >= 2:
+            arr, pt, ot = arr[keep], pt[keep], ot[keep]
     if pt.size > n_samples:
         idx = np.linspace(0, pt.size - 1, n_samples).astype(np.int64)
         pt_s, ot_s = pt[idx], ot[idx]
@@ -121,12 +136,14 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window) -> Prepared:
     stats = cap.length_stats(pt_s, ot_s, ctx_cap_tok=float(max_pos) if max_pos else None)
     span = float(arr[-1] - arr[0]) if arr.size > 1 else 1.0
     lam = (arr.size - 1) / span if span > 0 else float("inf")
+    h = float(horizon) if horizon else float("inf")
+    a0 = float(arr[0]) if arr.size else 0.0
+    arrived = arr[arr <= h]
+    a1 = float(arrived[-1]) if arrived.size else a0
     if window is None:
-        horizon = getattr(workload, "horizon_s", None)
-        end = float(arr[-1]) if arr.size else 1.0
-        if horizon:
-            end = min(end, float(horizon))
-        window = (0.1 * (end - float(arr[0])) + float(arr[0]), end)
+        # The simulator's measurement window (docs/metrics.md).
+        window = (a0 + warmup * (a1 - a0), min(a1, h))
+    grid_k, grid_emin = fluid.emin_curve(stats.steps)
     prep = Prepared(
         model_name=str(model.name),
         workload_name=str(getattr(workload, "name", "workload")),
@@ -140,6 +157,11 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window) -> Prepared:
         window_s=(float(window[0]), float(window[1])),
         order_stats={},
         precision=prec,
+        horizon_s=h,
+        first_arrival_s=a0,
+        grid_k=grid_k,
+        grid_emin=grid_emin,
+        grid_cdf=fluid.cdf_on(stats.steps, grid_k),
     )
     _PREP_CACHE[key] = prep
     return prep
@@ -166,14 +188,19 @@ class TypeTable:
         pre_s: Prefill part of one cycle, s per block.
         dec_s: Decode part of one cycle, s per block.
         pre_ref_s, dec_ref_s: Per-pass times at a full batch (the reference Ω is built on).
+        dec1_s: Per-pass decode time with one member.
         mem_bytes: Memory bytes per block per cycle.
+        mem1_bytes, memb_bytes: Memory bytes per block of a decode pass with one / ``B`` members.
     """
 
     pre_s: np.ndarray
     dec_s: np.ndarray
     pre_ref_s: np.ndarray
     dec_ref_s: np.ndarray
+    dec1_s: np.ndarray
     mem_bytes: np.ndarray
+    mem1_bytes: np.ndarray
+    memb_bytes: np.ndarray
 
 
 def _times(prep: Prepared, chiplet, agg: np.ndarray, bw_gbps: float) -> tuple[np.ndarray, np.ndarray]:
@@ -234,8 +261,9 @@ def type_table(prep: Prepared, chiplet, batching: str, b: int, bw_gbps: float, t
     dec = (w * dec_all).sum(axis=0)
     mem = mem_p + (w * mem_d).sum(axis=0)
     pre_ref, _ = _times(prep, chiplet, cap.prefill_agg(prep.stats, float(b)), bw_gbps)
-    dec_ref, _ = _times(prep, chiplet, cap.decode_agg(prep.stats, float(b)), bw_gbps)
-    t = TypeTable(pre, dec, pre_ref, dec_ref, mem)
+    dec_ref, memb = _times(prep, chiplet, cap.decode_agg(prep.stats, float(b)), bw_gbps)
+    dec1, mem1 = _times(prep, chiplet, cap.decode_agg(prep.stats, 1.0), bw_gbps)
+    t = TypeTable(pre, dec, pre_ref, dec_ref, dec1, mem, mem1, memb)
     if len(_TABLE_CACHE) > 20000:
         _TABLE_CACHE.clear()
     _TABLE_CACHE[key] = t
@@ -254,6 +282,9 @@ class DesignInputs:
     dec_t: np.ndarray  # (D, nb, S) decode time per cycle
     pre_ref: np.ndarray  # (D, nb, S)
     dec_ref: np.ndarray  # (D, nb, S)
+    dec1: np.ndarray  # (D, nb, S) one-member decode pass
+    mem1_pass: np.ndarray  # (D,) memory bytes of a one-member decode pass
+    memb_pass: np.ndarray  # (D,) memory bytes of a B-member decode pass
     type_id: np.ndarray  # (D, S) int, -1 = no station
     mem_bytes_cycle: np.ndarray  # (D,)
     hbm_cap_bps: np.ndarray  # (D,) deliverable memory bandwidth, bytes/s
@@ -314,7 +345,7 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
     b = int(design.max_batch)
     batching = str(design.batching)
     token_budget = 8192.0
-    chips = [lib.get(name, d2d) for name, _ in counts]
+    chips = [lib.get(name, d2d, float(getattr(design, "slot_area_mm2", 144.0))) for name, _ in counts]
     type_names = [name for name, _ in counts]
     stations = [(k, c) for k, (c, (_, n)) in enumerate(zip(chips, counts)) for _ in range(n)]
     nb, ns = prep.n_blocks, len(stations)
@@ -324,8 +355,11 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
     dec_t = np.full((nb, ns), np.inf)
     pre_ref = np.full((nb, ns), np.inf)
     dec_ref = np.full((nb, ns), np.inf)
+    dec1 = np.full((nb, ns), np.inf)
     fams = np.array(prep.families)
-    for phase, out, ref in (("prefill", pre_t, pre_ref), ("decode", dec_t, dec_ref)):
+    for phase, out, ref in (("prefill", pre_t, pre_ref), ("decode", dec_t, dec_ref), ("decode1", None, dec1)):
+        one = phase == "decode1"
+        phase = "decode" if one else phase
         for f in sorted(set(prep.families)):
             rows = np.nonzero(fams == f)[0]
             native = [i for i, (k, c) in enumerate(stations) if c.can_run(f, phase)]
@@ -333,6 +367,9 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
                 native = [i for i, (k, c) in enumerate(stations) if f in c.families] or list(range(ns))
             for i in native:
                 t = tables[stations[i][0]]
+                if one:
+                    ref[rows, i] = t.dec1_s[rows]
+                    continue
                 src = t.pre_s if phase == "prefill" else t.dec_s
                 rsrc = t.pre_ref_s if phase == "prefill" else t.dec_ref_s
                 out[rows, i] = src[rows]
@@ -348,6 +385,9 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
         dec_t=dec_t[None],
         pre_ref=pre_ref[None],
         dec_ref=dec_ref[None],
+        dec1=dec1[None],
+        mem1_pass=np.array([float(tables[0].mem1_bytes.sum()) if tables else 0.0]),
+        memb_pass=np.array([float(tables[0].memb_bytes.sum()) if tables else 0.0]),
         type_id=np.array([[k for k, _ in stations]], dtype=np.int64),
         mem_bytes_cycle=np.array([mem_bytes]),
         hbm_cap_bps=np.array([float(hbm) * 1e9]),
@@ -391,17 +431,22 @@ def memory_concurrency(prep: Prepared, n_mem, capacity_bytes, batching: str, b) 
 # Solver (shared by the scalar and vectorised paths)
 
 
-def mva_curve(demands: np.ndarray, m_max: int) -> np.ndarray:
-    """X(n) for n = 1..m_max (cycles/s), ``(..., m_max)``."""
+def mva_curve(demands: np.ndarray, m_max: int, *, queues: bool = False):
+    """Exact MVA: X(n) for n = 1..m_max (cycles/s), ``(..., m_max)``; with ``queues`` also Q(n) ``(..., m_max+1, S)``
+    (row n = mean queue per station with n customers, row 0 = empty)."""
     d = demands
     q = np.zeros_like(d)
     xs = []
+    qs = [q]
     for n in range(1, m_max + 1):
         r_s = d * (1.0 + q)
         x = n / np.maximum(r_s.sum(axis=-1), 1e-300)
         q = x[..., None] * r_s
         xs.append(x)
-    return np.stack(xs, axis=-1)
+        if queues:
+            qs.append(q)
+    x = np.stack(xs, axis=-1)
+    return (x, np.stack(qs, axis=-2)) if queues else x
 
 
 def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = None, *, sparse: bool = True) -> dict:
@@ -413,82 +458,155 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
     """
     opts = options or EstimatorOptions()
     d_count = inp.pre_t.shape[0]
-    # Ω (Eqs. 4–5) on the reference per-pass times, then the cycle loads of the owned blocks.
+    s = inp.pre_t.shape[-1]
+    # Ω (Eqs. 4–5) on the reference per-pass times, then the loads of the owned blocks.
     _, own_p = cap.assign_blocks(inp.pre_ref)
     _, own_d = cap.assign_blocks(inp.dec_ref)
-    s = inp.pre_t.shape[-1]
     onehot_p = own_p[..., None] == np.arange(s)
     onehot_d = own_d[..., None] == np.arange(s)
-    pre_load = np.where(onehot_p, np.where(np.isfinite(inp.pre_t), inp.pre_t, 0.0), 0.0).sum(axis=-2)
-    dec_load = np.where(onehot_d, np.where(np.isfinite(inp.dec_t), inp.dec_t, 0.0), 0.0).sum(axis=-2)
+
+    def load(t, onehot):
+        return np.where(onehot, np.where(np.isfinite(t), t, 0.0), 0.0).sum(axis=-2)
+
+    loads = {
+        "pre": load(inp.pre_t, onehot_p),
+        "dec": load(inp.dec_t, onehot_d),
+        "pre_ref": load(inp.pre_ref, onehot_p),
+        "dec_ref": load(inp.dec_ref, onehot_d),
+        "dec1": load(inp.dec1, onehot_d),
+    }
     dyn = ~inp.static_sched
     if np.any(dyn):
-        bal_p = cap.balance_within_types(pre_load, inp.type_id, opts.balance_efficiency)
-        bal_d = cap.balance_within_types(dec_load, inp.type_id, opts.balance_efficiency)
-        pre_load = np.where(dyn[:, None], bal_p, pre_load)
-        dec_load = np.where(dyn[:, None], bal_d, dec_load)
+        for k, v in loads.items():
+            loads[k] = np.where(dyn[:, None], cap.balance_within_types(v, inp.type_id, opts.balance_efficiency), v)
+    pre_load, dec_load = loads["pre"], loads["dec"]
     demand = pre_load + dec_load
     m = np.maximum(inp.batches, 1.0)
     m_max = int(np.ceil(m.max())) if d_count else 1
-    curve = mva_curve(demand, m_max)  # (D, m_max)
+    # One MVA over the stacked demands: whole cycle, B-member decode pass, one-member decode pass.
+    curves, qs = mva_curve(np.stack([demand, loads["dec_ref"], loads["dec1"]]), m_max, queues=True)
+    curve, curve_b, curve_1 = curves[0], curves[1], curves[2]  # (D, m_max) passes/s with n batches in flight
     x_mva = _interp_curve(curve, m)
     x_hbm = inp.hbm_cap_bps / np.maximum(inp.mem_bytes_cycle, 1e-300)
     x = np.minimum(x_mva, x_hbm)
     x = np.where(inp.feasible, x, 0.0)
     cap_tok = x * inp.tokens_cycle
     mu_max = x * inp.admits_cycle  # requests/s
-    # MVA queues seen by an arriving batch at m (arrival theorem: m−1 others) → prefill residence.
-    _, _, q_arr = cap.mva_throughput(demand, np.maximum(m - 1.0, 1.0))
-    q_arr = np.where((m - 1.0 >= 1.0)[:, None], q_arr, 0.0)
+    # Queue an arriving batch sees (arrival theorem: m−1 others) → prefill residence at steady state.
+    q_lo = np.take_along_axis(qs[0], np.floor(m - 1.0).astype(np.int64)[:, None, None], axis=-2)[:, 0, :]
+    q_hi = np.take_along_axis(qs[0], np.ceil(m - 1.0).astype(np.int64)[:, None, None], axis=-2)[:, 0, :]
+    wq = (m - 1.0) - np.floor(m - 1.0)
+    q_arr = q_lo + wq[:, None] * (q_hi - q_lo)
     prefill_lat = (pre_load * (1.0 + q_arr)).sum(axis=-1)
     cycle_time = np.where(x > 0, m / np.maximum(x, 1e-300), np.inf)
     dec_passes = np.maximum(inp.passes_cycle - np.where(inp.static_batching, 1.0, 0.0), 1e-9)
     tpot = np.where(inp.static_batching, (cycle_time - prefill_lat) / dec_passes, cycle_time)
     tpot = np.maximum(tpot, 0.0)
 
-    # Queueing: occupancy chain (ρ < 1) or fluid backlog (ρ ≥ 1).
+    # Decode pass time with d batches decoding (MVA on the decode stations), linear in the members a:
+    # τ(a) = τ0 + τ1·a from the one-member and B-member passes.
     lam = prep.arrival_per_s
+    bsz = inp.batch
+    l1 = np.array([float(order_stats(prep, int(b))[0]) for b in bsz]) if d_count else np.zeros(0)
+    pre_sum = loads["pre_ref"].sum(axis=-1)
+    pre_max = loads["pre_ref"].max(axis=-1) if s else np.zeros(d_count)
+
+    def taus(dc):
+        xb = np.minimum(_interp_curve(curve_b, dc), inp.hbm_cap_bps / np.maximum(inp.memb_pass, 1e-300))
+        x1 = np.minimum(_interp_curve(curve_1, dc), inp.hbm_cap_bps / np.maximum(inp.mem1_pass, 1e-300))
+        tb, t1 = dc / np.maximum(xb, 1e-300), dc / np.maximum(x1, 1e-300)
+        k1 = np.where(bsz > 1, np.maximum(tb - t1, 0.0) / np.maximum(bsz - 1.0, 1e-9), 0.0)
+        return np.maximum(tb - k1 * bsz, 0.0), k1
+
+    # Concurrency of decoding batches: all m slots under overload; Little's law (formation rate × batch life)
+    # under light load — a short fixed-point iteration.
+    conc = m.copy()
+    for _ in range(4):
+        tau0, tau1 = taus(conc)
+        life = pre_sum + tau0 * l1 + tau1 * bsz * np.interp(l1, prep.grid_k, prep.grid_emin)
+        conc = np.where(inp.static_batching, np.clip(lam / np.maximum(bsz, 1.0) * life, 1.0, m), m)
+    tau0, tau1 = taus(conc)
+    out_tok = prep.stats.output_mean_tok
+    fi = fluid.FluidInputs(
+        m=np.where(inp.feasible, np.floor(inp.batches + 1e-9), 0.0),
+        B=bsz,
+        a0=np.full(d_count, prep.first_arrival_s),
+        lam=np.full(d_count, lam),
+        pre_sum=pre_sum,
+        pre_max=pre_max,
+        tau0=tau0,
+        tau1=tau1,
+        static=inp.static_batching,
+        l1=l1,
+        r_tok=np.minimum(cap_tok, lam * out_tok),
+        r_adm=np.minimum(mu_max, lam),
+        grid_k=prep.grid_k,
+        grid_emin=prep.grid_emin,
+        feasible=inp.feasible & (np.floor(inp.batches + 1e-9) >= 1),
+        tauB_curve=np.arange(1, m_max + 1)[None, :] / np.maximum(
+            np.minimum(curve_b, (inp.hbm_cap_bps / np.maximum(inp.memb_pass, 1e-300))[:, None]), 1e-300),
+        t_end=float(prep.horizon_s if np.isfinite(prep.horizon_s) else 2.0 * prep.window_s[1]),
+        grid_cdf=prep.grid_cdf,
+    )
     w0, w1 = prep.window_s
     rho = np.where(mu_max > 0, lam / np.maximum(mu_max, 1e-300), np.inf)
-    st = prep.stats
-    out_tok = st.output_mean_tok
     thr = np.zeros(d_count)
     wait = np.zeros(d_count)
+    ttft = np.full(d_count, np.inf)
     pis: list = [None] * d_count
+    over = (rho >= 1.0) | ~np.isfinite(rho)
+
+    def subset(idx):
+        return fluid.FluidInputs(**{
+            k: (v[idx] if isinstance(v, np.ndarray) and k not in ("grid_k", "grid_emin", "grid_cdf") else v)
+            for k, v in fi.__dict__.items()
+        })
+
+    st_idx = np.nonzero(inp.static_batching)[0]
+    if st_idx.size:
+        sub = subset(st_idx)
+        seq = fluid.batch_sequence(sub)
+        n = fluid.static_curves(sub, seq, np.array([w0, w1]))
+        thr[st_idx] = (n[:, 1] - n[:, 0]) / max(w1 - w0, 1e-300)
+        tt = fluid.static_ttft(sub, seq, w0, w1, prep.horizon_s, from_=opts.ttft_from)
+        ttft[st_idx] = np.where(np.isfinite(tt), tt, np.inf)
+    ct_idx = np.nonzero(~inp.static_batching)[0]
+    if ct_idx.size:
+        sub = subset(ct_idx)
+        thr[ct_idx] = fluid.window_throughput(sub, w0, w1)
+        tt = fluid.fcfs_ttft(sub, w0, w1, prep.horizon_s, from_=opts.ttft_from)
+        ttft[ct_idx] = np.where(np.isfinite(tt), tt, np.inf)
+    stat_thr = np.where(over, cap_tok, lam * out_tok)
     scv = _service_scv(prep)
-    for i in range(d_count):
-        if mu_max[i] <= 0:
-            thr[i], wait[i] = 0.0, np.inf
-            continue
-        if rho[i] >= 1.0:
-            thr[i] = cap_tok[i]
-            wait[i] = float(markov.fluid_wait(lam, mu_max[i], w0, w1))
-            pis[i] = np.array([1.0])
-            continue
+    for i in np.nonzero(~over)[0]:
+        # Stationary regime: occupancy CTMC with μ(n) from the MVA curve; Eq. 8 gives the stationary throughput,
+        # the waiting room the stochastic queueing delay the (deterministic) fluid does not see.
         n_adm = int(max(1, round(float(m[i] * inp.batch[i]))))
-        # μ(n): a pipeline holding n admitted requests runs n/b batches (MVA curve, linear below one batch).
         nb_in = np.arange(1, n_adm + 1) / inp.batch[i]
-        xn = np.where(nb_in >= 1.0, _interp_curve(np.broadcast_to(curve[i], (n_adm, m_max)), np.minimum(nb_in, m[i])), nb_in * curve[i, 0])
+        xn = np.where(
+            nb_in >= 1.0,
+            _interp_curve(np.broadcast_to(curve[i], (n_adm, m_max)), np.minimum(nb_in, m[i])),
+            nb_in * curve[i, 0],
+        )
         mu_n = np.minimum(xn, x_hbm[i]) * inp.admits_cycle[i]
         mu_n[-1] = mu_max[i]
         mu_n = np.maximum.accumulate(mu_n)
+        room = int(min(2000, max(1.0, lam * fi.t_end)))  # a finite run cannot queue more than its arrivals
         if sparse:
-            pi, k = markov.occupancy_chain(lam, mu_n, n_adm)
+            pi, _ = markov.occupancy_chain(lam, mu_n, n_adm, room)
         else:
-            pi, k = _occupancy_closed(lam, mu_n, n_adm)
+            pi, _ = _occupancy_closed(lam, mu_n, n_adm, room)
         pis[i] = pi
-        n = np.arange(pi.size)
-        queue = np.maximum(n - n_adm, 0)
+        nn = np.arange(pi.size)
+        queue = np.maximum(nn - n_adm, 0)
         g_d = np.concatenate([[0.0], mu_n, np.full(pi.size - 1 - n_adm, mu_max[i])])[: pi.size] * out_tok
-        thr[i] = float((pi * g_d).sum())  # Eq. 8: T = Σ π_s G_d(s)
+        stat_thr[i] = float((pi * g_d).sum())  # Eq. 8: T = Σ π_s G_d(s)
         # Little's law on the waiting room, scaled from exponential to the real service variability (P–K).
         wait[i] = float((pi * queue).sum()) / lam * (1.0 + scv) / 2.0 if lam > 0 else 0.0
-    form = np.where(inp.static_batching & (rho < 1.0), (inp.batch - 1.0) / (2.0 * max(lam, 1e-300)), 0.0)
-    if opts.ttft_from == "batch_start":
-        ttft = prefill_lat
-    else:
-        ttft = wait + form + prefill_lat
+        if opts.ttft_from == "arrival" and np.isfinite(ttft[i]):
+            ttft[i] += wait[i]
     ttft = np.where(inp.feasible, ttft, np.inf)
+    thr = np.where(inp.feasible, thr, 0.0)
     util = demand * x[:, None]
     return dict(
         throughput_tok_s=thr,
@@ -505,15 +623,16 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
         pre_load=pre_load,
         dec_load=dec_load,
         pi=pis,
+        stationary_throughput_tok_s=stat_thr,
+        decode_concurrency=conc,
+        regime=np.where(over, "overload", "stationary"),
     )
 
 
-def _occupancy_closed(lam: float, mu_n: np.ndarray, n_adm: int) -> tuple[np.ndarray, int]:
+def _occupancy_closed(lam: float, mu_n: np.ndarray, n_adm: int, max_queue: int = 2000) -> tuple[np.ndarray, int]:
     """Product-form twin of :func:`markov.occupancy_chain` (same truncation)."""
     mu_max = float(mu_n[-1])
-    rho = lam / mu_max
-    extra = int(min(20000, np.ceil(np.log(1e-9) / np.log(max(min(rho, 0.999999), 1e-12))))) if rho > 0 else 1
-    k = n_adm + max(extra, 1)
+    k = n_adm + markov.queue_room(lam / mu_max, max_queue)
     death = np.concatenate([mu_n, np.full(k - n_adm, mu_max)])[:k]
     return markov.birth_death_stationary_closed(np.full(k, lam), death), k
 
@@ -563,7 +682,7 @@ def estimate(design, model, workload, *, options: EstimatorOptions | None = None
         options: :class:`EstimatorOptions`.
     """
     opts = options or EstimatorOptions()
-    prep = prepare(model, workload, options=opts)
+    prep = prepare(model, workload, options=opts, precision=opts.precision or getattr(design, "precision", None))
     inp = design_inputs(design, prep, opts)
     res = solve(inp, prep, opts, sparse=True)
     return _to_estimate(res, inp, prep, 0)
@@ -575,6 +694,9 @@ def _to_estimate(res: dict, inp: DesignInputs, prep: Prepared, i: int) -> Estima
         pi=None if pi is None else np.round(pi[: min(pi.size, 256)], 12),
         pi_states=0 if pi is None else int(pi.size),
         rho=float(res["rho"][i]),
+        regime=str(res["regime"][i]),
+        stationary_throughput_tok_s=float(res["stationary_throughput_tok_s"][i]),
+        decode_concurrency=float(res["decode_concurrency"][i]),
         mu_max_req_s=float(res["mu_max_req_s"][i]),
         cycles_per_s_pipeline=float(res["x_mva"][i]),
         cycles_per_s_hbm_cap=float(res["x_hbm"][i]),

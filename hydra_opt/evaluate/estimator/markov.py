@@ -63,11 +63,24 @@ def birth_death_stationary(birth: np.ndarray, death: np.ndarray) -> np.ndarray:
     b = np.asarray(birth, dtype=np.float64)
     d = np.asarray(death, dtype=np.float64)
     k = b.size
-    diag = np.zeros(k + 1)
+    n = k + 1
+    # Qᵀ (balance equations) with the last row replaced by Σπ = 1, assembled directly in COO form.
+    diag = np.zeros(n)
     diag[:-1] -= b
     diag[1:] -= d
-    q = sp.diags([b, diag, d], [1, 0, -1], shape=(k + 1, k + 1), format="csr")
-    return stationary(q)
+    idx = np.arange(n)
+    rows = np.concatenate([idx[:-1], idx[:-1] + 1, idx[:-1]])  # Qᵀ[j, i] = Q[i, j]
+    cols = np.concatenate([idx[:-1], idx[:-1], idx[:-1] + 1])
+    vals = np.concatenate([diag[:-1], b, d])
+    keep = rows < n - 1
+    rows = np.concatenate([rows[keep], np.full(n, n - 1)])
+    cols = np.concatenate([cols[keep], idx])
+    vals = np.concatenate([vals[keep], np.ones(n)])
+    a = sp.csc_matrix((vals, (rows, cols)), shape=(n, n))
+    rhs = np.zeros(n)
+    rhs[-1] = 1.0
+    pi = np.maximum(np.asarray(spla.spsolve(a, rhs), dtype=np.float64), 0.0)
+    return pi / pi.sum()
 
 
 def birth_death_stationary_closed(birth: np.ndarray, death: np.ndarray) -> np.ndarray:
@@ -86,13 +99,16 @@ def birth_death_stationary_closed(birth: np.ndarray, death: np.ndarray) -> np.nd
     return p / p.sum(axis=-1, keepdims=True)
 
 
-def occupancy_chain(arrival_per_s: float, service_per_s: np.ndarray, n_admit: int) -> tuple[np.ndarray, int]:
+def occupancy_chain(
+    arrival_per_s: float, service_per_s: np.ndarray, n_admit: int, max_queue: int = 2000
+) -> tuple[np.ndarray, int]:
     """States, rates and π of the occupancy chain.
 
     Args:
         arrival_per_s: λ, requests/s.
         service_per_s: ``(N,)`` completion rate μ(n) with ``n = 1..N`` requests admitted, requests/s.
         n_admit: N, the concurrency cap; states above N have N admitted and the rest waiting.
+        max_queue: Largest waiting room kept (e.g. the arrivals a finite run can queue).
 
     Returns:
         ``pi`` over ``0..K`` and ``K`` (the truncation: deep enough that the tail mass is negligible, ρ < 1).
@@ -101,11 +117,18 @@ def occupancy_chain(arrival_per_s: float, service_per_s: np.ndarray, n_admit: in
     mu_max = float(mu[-1])
     rho = arrival_per_s / mu_max
     # Geometric tail beyond N with ratio ρ: keep states until ρ^j < 1e-9.
-    extra = int(min(20000, np.ceil(np.log(1e-9) / np.log(max(min(rho, 0.999999), 1e-12))))) if rho > 0 else 1
-    k = n_admit + max(extra, 1)
+    k = n_admit + queue_room(rho, max_queue)
     death = np.concatenate([mu, np.full(k - n_admit, mu_max)])[:k]
     birth = np.full(k, arrival_per_s)
     return birth_death_stationary(birth, death), k
+
+
+def queue_room(rho: float, max_queue: int) -> int:
+    """Waiting-room states kept: until the geometric tail (ratio ρ) is below 1e-9, at most ``max_queue``."""
+    if rho <= 0:
+        return 1
+    extra = np.ceil(np.log(1e-9) / np.log(max(min(rho, 0.999999), 1e-12)))
+    return int(max(1, min(max_queue, extra)))
 
 
 def allocation_chain(demand: np.ndarray, capacity_gap: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ class EstimatorOptions:
 
     Attributes:
         n_samples: Requests drawn from the workload to compute length moments.
+        n_requests: Use only the first ``n_requests`` requests of the workload (as ``SimOptions.n_requests``).
         seed: Seed of that draw (None: the workload's own seed).
         precision: Numeric precision name (None: the model's/HYDRA default ``int8``).
         lend: Cross-phase lending under the elastic scheduler (decode chiplets may take prefill work and vice
@@ -25,12 +26,16 @@ class EstimatorOptions:
         balance_efficiency: Fraction of the static-mapping imbalance that dynamic schedulers (fcfs, worksteal,
             elastic) remove, in [0, 1].
         max_batches_in_flight: Upper bound on concurrently running batches (None: the simulator's rule).
-        window_s: ``(start, end)`` of the throughput/TTFT measurement window, s (None: the simulator's default).
+        window_s: ``(start, end)`` of the throughput/TTFT measurement window, s (None: the simulator's default,
+            ``[a0 + warmup_frac·(a1 − a0), min(a1, horizon)]`` over the arrivals ``a0..a1`` before the horizon).
+        horizon_s: Simulated horizon the estimate refers to, s (None: the workload's; None there = until done).
+        warmup_frac: Fraction of the arrival span excluded at the start of the window (the simulator's 0.1).
         ttft_from: ``"arrival"`` (default: includes queueing before admission) or ``"batch_start"`` (the HYDRA
             artifact's definition).
     """
 
     n_samples: int = 4000
+    n_requests: int | None = None
     seed: int | None = None
     precision: str | None = None
     lend: bool | None = None
@@ -38,6 +43,8 @@ class EstimatorOptions:
     balance_efficiency: float = 1.0
     max_batches_in_flight: int | None = None
     window_s: tuple[float, float] | None = None
+    horizon_s: float | None = None
+    warmup_frac: float = 0.1
     ttft_from: str = "arrival"
 
 
