@@ -67,7 +67,8 @@ def _check_case(i: int) -> None:
     )
     assert res.tokens_emitted == int(res.raw.generated.sum()) + res.tokens_discarded
     assert all(0.0 <= b <= 1.0 + 1e-9 for b in res.chiplet_busy_frac)
-    assert all(0.0 <= u <= 1.0 + 1e-9 for u in res.link_util)
+    if opt.sharing != "none":  # without contention ("none") overlapping flows may exceed a link, by definition
+        assert all(0.0 <= u <= 1.0 + 1e-9 for u in res.link_util)
     assert res.hbm_peak_frac <= 1.0 + 1e-9
     done = res.raw.status == 3
     assert np.all(res.raw.generated[done] == res.raw.output_tokens[done])

@@ -354,19 +354,15 @@ class Engine:
         heapq.heappush(self.heap, (t, self.seq, kind, task, ver))
 
     def _drain(self, fid: int) -> None:
-        """An equal-share flow drained: free its share (re-timing its neighbours), deliver after the path latency."""
+        """An equal-share flow was delivered: free its share (re-timing its neighbours) and end its task."""
         task = self.flow_task.pop(fid)
-        now = self.now
-        for t, g, v in self.flows.drain(fid, now):
-            self._push(t, _EV_DRAIN, g, v)
+        heap = self.heap
+        for t, g, v in self.flows.drain(fid, self.now):
+            self.seq += 1
+            heapq.heappush(heap, (t, self.seq, _EV_DRAIN, g, v))
         self._account(task)
-        lat = task.hops * self.hop_s
-        if lat > 0:
-            self._push(now + lat, _EV_FLOW, task)
-        else:
-            task.flow_open = False
-            if not task.cs_open:
-                self._finish(task)
+        task.flow_open = False
+        self._finish(task)
 
     def _account(self, task) -> None:
         lb = self.link_bytes
@@ -594,47 +590,46 @@ class Engine:
         nbytes = vals[self.R_MEM][blk]
         self.energy_dyn += vals[3 * tau + 2][blk]
         self.seq += 1
-        if self.flows is None and self.net is None:
-            # No contention: one event at max(compute, lone-flow time on the bottleneck resource).
-            if nbytes > 0:
-                src = self.block_node[blk]
-                res = self.res_path[(src, self.chip_node[c])]
-                task.res = res
-                task.nbytes = nbytes
-                hops = self.hopm[src][self.chip_node[c]]
-                caps = self.caps
-                t_mem = nbytes / min([caps[r] for r in res]) + hops * self.hop_s
-                self._account(task)
-                if t_mem > cs:
-                    cs = t_mem
+        if nbytes <= 0.0:
             task.cs_open = True
             task.flow_open = False
             heapq.heappush(self.heap, (now + cs, self.seq, _EV_COMPUTE, task, 0))
             return
-        task.cs_open = True
-        heapq.heappush(self.heap, (now + cs, self.seq, _EV_COMPUTE, task, 0))
-        if nbytes > 0:
-            src = self.block_node[blk]
-            dst = self.chip_node[c]
-            res = self.res_path[(src, dst)]
-            task.res = res
-            task.nbytes = nbytes
-            task.hops = self.hopm[src][dst]
+        src = self.block_node[blk]
+        dst = self.chip_node[c]
+        res = self.res_path[(src, dst)]
+        task.res = res
+        task.nbytes = nbytes
+        hops = self.hopm[src][dst]
+        lat = hops * self.hop_s
+        # Weights/KV stream at the pace compute consumes them (double buffering): the flow's own rate cap is
+        # bytes / compute time, so it never finishes before the compute and the task ends when its data is
+        # delivered: max(compute, bytes / bandwidth share) + path latency (the roofline max, Sec. "opcost").
+        cap = nbytes / cs if cs > 0.0 else _INF
+        if self.flows is not None:
+            task.cs_open = False
             task.flow_open = True
-            if self.flows is not None:
-                self.flow_seq += 1
-                fid = self.flow_seq
-                self.flow_task[fid] = task
-                heap = self.heap
-                for t, g, v in self.flows.add(fid, res, nbytes, now):
-                    self.seq += 1
-                    heapq.heappush(heap, (t, self.seq, _EV_DRAIN, g, v))
-            elif self.net is not None:
-                self.flow_seq += 1
-                self.flow_task[self.flow_seq] = task
-                self.net.add_flow(self.flow_seq, src, dst, nbytes, now)
-                self._net_changed = True
-
+            self.flow_seq += 1
+            fid = self.flow_seq
+            self.flow_task[fid] = task
+            heap = self.heap
+            for t, g, v in self.flows.add(fid, res, nbytes, now, cap, lat):
+                self.seq += 1
+                heapq.heappush(heap, (t, self.seq, _EV_DRAIN, g, v))
+        elif self.net is not None:
+            task.cs_open = False
+            task.flow_open = True
+            self.flow_seq += 1
+            self.flow_task[self.flow_seq] = task
+            self.net.add_flow(self.flow_seq, src, dst, nbytes, now, cap_gbps=cap / 1e9 if cap < _INF else None)
+            self._net_changed = True
+        else:  # no contention: the lone-flow time on its bottleneck resource
+            caps = self.caps
+            t_mem = nbytes / min([caps[r] for r in res])
+            self._account(task)
+            task.cs_open = True
+            task.flow_open = False
+            heapq.heappush(self.heap, (now + (cs if cs > t_mem else t_mem) + lat, self.seq, _EV_COMPUTE, task, 0))
 
     def _finish(self, task: _Task) -> None:
         c = task.chip

@@ -25,7 +25,7 @@ class EqualShareFlows:
         self.cap = list(caps_bps)
         self.on: list[set[int]] = [set() for _ in caps_bps]
         self.n_links = n_links
-        # fid -> [resources, remaining bytes, rate, t_last, version]
+        # fid -> [resources, remaining bytes, rate, t_last, version, own cap bytes/s, delivery latency s]
         self.flows: dict[int, list] = {}
         self.bytes_done = [0.0] * len(caps_bps)
 
@@ -34,26 +34,41 @@ class EqualShareFlows:
         for g in fids:
             f = flows[g]
             rate = min([cap[r] / len(on[r]) for r in f[0]])
+            if f[5] < rate:
+                rate = f[5]
             if rate == f[2]:
-                continue  # its bottleneck share did not change: its drain event stays valid
+                continue  # its bottleneck share did not change: its delivery event stays valid
             rem = f[1] - f[2] * (now - f[3])
-            if rem < 0.0:
-                rem = 0.0
-            f[1] = rem
+            if rem <= 0.0 and f[2] > 0.0:
+                continue  # already drained, only waiting for delivery: nothing to re-time
+            f[1] = rem if rem > 0.0 else 0.0
             f[2] = rate
             f[3] = now
             f[4] += 1
-            out.append((now + rem / rate, g, f[4]))
+            out.append((now + f[1] / rate + f[6], g, f[4]))
 
-    def add(self, fid: int, resources: tuple[int, ...], nbytes: float, now: float) -> list[tuple[float, int, int]]:
-        """Start a flow; returns ``(drain time, fid, version)`` for it and every flow whose rate changed."""
+    def add(
+        self, fid: int, resources: tuple[int, ...], nbytes: float, now: float, cap_bps: float = float("inf"),
+        latency_s: float = 0.0,
+    ) -> list[tuple[float, int, int]]:
+        """Start a flow; returns ``(delivery time, fid, version)`` for it and every flow whose rate changed.
+
+        Args:
+            fid: Flow id.
+            resources: Resource ids it crosses.
+            nbytes: Bytes to move.
+            now: Current time, s.
+            cap_bps: The flow's own rate cap (its demand), bytes/s.
+            latency_s: Path latency added to the drain time to give the delivery time, s. The flow keeps its share
+                until delivery (a few ns longer than strictly needed; it saves one event per flow).
+        """
         on = self.on
         touched: set[int] = set()
         for r in resources:
             s = on[r]
             touched |= s
             s.add(fid)
-        self.flows[fid] = [resources, float(nbytes), 0.0, now, 0]
+        self.flows[fid] = [resources, float(nbytes), 0.0, now, 0, cap_bps, latency_s]
         touched.add(fid)
         out: list = []
         self._retime(touched, now, out)
