@@ -205,3 +205,18 @@ def test_bad_device_is_config_error() -> None:
         Device(0, 8, 4)
     with pytest.raises(ConfigError):
         dynacore(32, 16, meu=(2, 2, 2))
+
+
+def test_pyramid_parts_share_one_scheduling_window() -> None:
+    # Two parts of 2 tiles each on 4 cores run side by side (one round), not one after the other.
+    arch = dynacore(4, 4)
+    parts = (Part(0, MEU(2, 8, 1), 2), Part(0, MEU(1, 16, 1), 1))
+    n, k = 32, 256
+    p2 = part_cost(arch, parts[0], 3, n, k, 1, True, W4A16)
+    p1 = part_cost(arch, parts[1], 3, n, k, 1, True, W4A16)
+    assert (p2.tiles, p1.tiles) == (4, 2) and p2.rounds == p1.rounds == 1
+    c = gemm_cost(arch, parts, 3, n, k, 1, True, W4A16)
+    # 6 tiles on 4 cores: the busiest core runs one m=2 tile and one m=1 tile (LPT), not two rounds of each part.
+    assert c.fill_cycles + c.steady_cycles == p2.cycles + p1.cycles
+    eight = gemm_cost(dynacore(4, 8), parts, 3, n, k, 1, True, W4A16)
+    assert eight.fill_cycles + eight.steady_cycles == max(p2.cycles, p1.cycles)

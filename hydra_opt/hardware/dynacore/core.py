@@ -18,11 +18,13 @@ Cycles of one tile (the work of one MEU on one core), following SCALE-Sim's outp
   deliver ``(S/m)`` streams of ``C`` words per cycle (asymmetric regrouping, Sec. 4.3);
 * fill: ``m + C − 2`` cycles of operand skew;
 * drain: the array empties row by row in ``rows`` cycles, overlapped with the next tile's fill (double-buffered
-  output registers), so only the last tile's drain is paid, once per GEMM. Split-K's partial sums are added while
+  output registers), so only the last tile's drain is paid, once per GEMM.
+* the tiles of a pyramid's parts share one scheduling window (longest-first list scheduling over the cores). Split-K's partial sums are added while
   they pass through the final group (tick-tock reduction, Sec. 5.3): the drain stays ``rows`` cycles, no reduction
   network, no extra cycles.
 
-Tiles are distributed over the ``cores`` sub-arrays in rounds (``⌈tiles / cores⌉``). Weights (or, for
+Tiles of one part are distributed over the ``cores`` sub-arrays in rounds (``⌈tiles / cores⌉``); the parts of a
+pyramid are list-scheduled together. Weights (or, for
 activation × activation products, the KV-cache operand) stream from DRAM once per part when the tiles held at once
 fit in half the buffer (they stay resident across the part's token passes), else once per pass; a matrix that fits
 in half the buffer is read once. Activations live in the on-chip buffer unless they exceed it.
@@ -378,6 +380,27 @@ class GemmCost:
         return "memory" if self.dram_s > self.compute_s else "compute"
 
 
+def _shared_window(cores: int, pcs: tuple[PartCost, ...]) -> tuple[int, int]:
+    """(fill, steady) cycles of the busiest core when the tiles of all parts share one scheduling window.
+
+    Pyramid parts run "within the same scheduling window" (Sec. 7.2): tiles are list-scheduled longest first onto
+    the least-loaded core (LPT), in bulk — every core takes ``⌊T/C⌋`` tiles of a part, the remainder goes to the
+    least-loaded cores. With one part this equals ``⌈T/C⌉`` rounds.
+    """
+    loads = [(0, 0)] * cores  # (fill, steady) per core
+    per_tile = sorted(
+        ((pc.fill_cycles // pc.rounds, pc.steady_cycles // pc.rounds, pc.tiles) for pc in pcs if pc.rounds),
+        key=lambda x: -(x[0] + x[1]),
+    )
+    for f, st, tiles in per_tile:
+        q, r = divmod(tiles, cores)
+        loads = [(a + q * f, b + q * st) for a, b in loads]
+        if r:
+            loads.sort(key=lambda x: x[0] + x[1])
+            loads = [(a + f, b + st) for a, b in loads[:r]] + loads[r:]
+    return max(loads, key=lambda x: x[0] + x[1])
+
+
 def gemm_dram_bytes(
     arch: Architecture, m: int, n: int, k: int, count: int, weight: bool, dp: Datapath, sweeps: int = 1
 ) -> float:
@@ -406,8 +429,11 @@ def gemm_cost(
     pcs = (
         part_costs if part_costs is not None else tuple(part_cost(arch, pt, m, n, k, count, weight, dp) for pt in parts)
     )
-    fill = sum(pc.fill_cycles for pc in pcs)
-    steady = sum(pc.steady_cycles for pc in pcs)
+    if len(parts) > 1 and len({pt.mode for pt in parts}) == 1:
+        fill, steady = _shared_window(arch.modes[parts[0].mode].cores, pcs)
+    else:
+        fill = sum(pc.fill_cycles for pc in pcs)
+        steady = sum(pc.steady_cycles for pc in pcs)
     drain_modes = [arch.modes[pt.mode] for pt in parts]
     drain = max(
         (md.rows if md.kind == "os" else int(math.log2(max(pt.meu.t, 1)))) for md, pt in zip(drain_modes, parts)
