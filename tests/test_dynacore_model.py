@@ -148,3 +148,11 @@ def test_decode_ablation_invariants() -> None:
     assert (
         decode_step(spatial, model, 1, 18, "w4a16").latency_s > 1.5 * decode_step(full, model, 1, 18, "w4a16").latency_s
     )
+
+
+def test_prefill_attention_macs_follow_causal_density(llama) -> None:
+    # The pass's MACs equal the workload layer's count (causal attention skips the masked triangle).
+    table = ConfigTable(dynacore())
+    step = prefill(table, llama, 256, 2, "w8a8")
+    want = sum(g.macs for b in llama.blocks for g in block_gemms(b, [0, 0], [256, 256]))
+    assert step.macs == pytest.approx(want)

@@ -68,10 +68,10 @@ def _merge(gemms: list[Gemm]) -> list[Gemm]:
     acc: dict[tuple, int] = defaultdict(int)
     names: dict[tuple, str] = {}
     for g in gemms:
-        key = (g.m, g.n, g.k, g.weight)
+        key = (g.m, g.n, g.k, g.weight, getattr(g, "density", 1.0))
         acc[key] += g.count
         names.setdefault(key, g.name)
-    return [Gemm(names[k], k[0], k[1], k[2], c, k[3]) for k, c in acc.items()]
+    return [Gemm(names[k], k[0], k[1], k[2], c, k[3], k[4]) for k, c in acc.items()]
 
 
 def gemm_list_cost(
@@ -113,9 +113,12 @@ def gemm_list_cost(
             macs += c.macs
             energy += dyn + c.dram_bytes * e_dram + p_static * t
         else:
-            att_comp += c.compute_s
-            att_dyn += dyn
-            att_macs += c.macs
+            # Causal attention: tiles wholly above the diagonal are skipped, so compute, MACs and dynamic energy
+            # scale with the GEMM's density (the fraction of query-key pairs that exist).
+            d = g.density
+            att_comp += c.compute_s * d
+            att_dyn += dyn * d
+            att_macs += c.macs * d
             att_default_bytes += c.dram_bytes
     if att_macs:
         kb = att_default_bytes if kv_bytes is None else kv_bytes
@@ -149,7 +152,7 @@ def _block_gemms(
             for (ci, qi), k in zip(pairs.tolist(), mult.tolist()):
                 for g in layer.gemms(np.array([ci]), np.array([qi])):
                     if not g.weight:
-                        out.append(Gemm(g.name, g.m, g.n, g.k, g.count * int(k), False))
+                        out.append(Gemm(g.name, g.m, g.n, g.k, g.count * int(k), False, g.density))
     if not attention:
         out = [g for g in out if g.weight]
     return out
