@@ -13,3 +13,7 @@ from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 from hydra_opt.evaluate.estimator.roofline import roofline_estimate
 
 __all__ = ["estimate", "Estimate", "EstimatorOptions", "roofline_estimate"]
+
+from hydra_opt.evaluate.estimator.vectorised import estimate_space, space_arrays  # noqa: E402
+
+__all__ += ["estimate_space", "space_arrays"]

@@ -190,8 +190,9 @@ def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 2, n_t: int =
     b = fi.B
     lam = np.maximum(fi.lam, 1e-300)
     # Only batches whose last member arrives within the grid can matter: follow at most that many.
-    k_need = int(np.max(np.ceil(lam * np.maximum(fi.t_end - fi.a0, 0.0) / np.maximum(b, 1.0)))) + 1 if d else 1
-    k_max = max(1, min(k_max, k_need))
+    k_need_d = np.minimum(np.ceil(lam * np.maximum(fi.t_end - fi.a0, 0.0) / np.maximum(b, 1.0)) + 1, k_max)
+    k_need_d = np.maximum(k_need_d, 1).astype(np.int64)
+    k_max = int(k_need_d.max()) if d else 1
     gk, ge, gc = fi.grid_k, fi.grid_emin, fi.grid_cdf
     full = np.maximum(fi.tau0 + fi.tau1 * b, 1e-300)
     w_of_k = (fi.tau0[:, None] * gk[None, :] + fi.tau1[:, None] * b[:, None] * ge[None, :]) / full[:, None]
@@ -226,8 +227,9 @@ def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 2, n_t: int =
             for r in range(d):
                 kk[r] = np.interp(w[r], w_of_k[r], gk)
                 a_i[r] = np.interp(kk[r], gk, surv[r])
-            after = tg[None, :] >= c[:, None]
-            during = (tg[None, :] >= f[:, None]) & ~after
+            use = (i < k_need_d)[:, None]
+            after = (tg[None, :] >= c[:, None]) & use
+            during = (tg[None, :] >= f[:, None]) & ~after & use
             alive += np.where(after, a_i, 0.0) + during
             dec += np.where(after, a_i, 0.0)
             form[:, i], first[:, i] = f, c
@@ -240,7 +242,7 @@ def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 2, n_t: int =
         tau_t = np.take_along_axis(curve, lo - 1, axis=1) * (1 - wgt) + np.take_along_axis(curve, hi - 1, axis=1) * wgt
         g_t = np.concatenate([np.zeros((d, 1)), np.cumsum(dt / tau_t[:, :-1], axis=1)], axis=1)
     return dict(form=form, first=first, end=end, t=tg, G=g_t, g_rate_end=1.0 / tau_m, w_l1=w_l1, full=full,
-                w_of_k=w_of_k, dec=dec)
+                w_of_k=w_of_k, dec=dec, k_used=k_need_d)
 
 
 def _interp_rows(x: np.ndarray, tg: np.ndarray, g: np.ndarray, rate_end: np.ndarray) -> np.ndarray:
@@ -277,9 +279,10 @@ def static_curves(fi: FluidInputs, seq: dict, t: np.ndarray) -> np.ndarray:
         g_c = np.interp(first[r], seq["t"], seq["G"][r]) + np.maximum(first[r] - seq["t"][-1], 0.0) * seq["g_rate_end"][r]
         w = np.maximum(g_t[None, :] - g_c[:, None], 0.0)
         kk = np.interp(w, w_of_k[r], gk)
-        out[r] = (fi.B[r] * ((tt[None, :] >= first[r][:, None]) + np.interp(kk, gk, ge))).sum(axis=0)
+        ku = int(seq["k_used"][r])
+        out[r] = (fi.B[r] * ((tt[None, :] >= first[r][:ku, None]) + np.interp(kk[:ku], gk, ge))).sum(axis=0)
     # Beyond the explicit batches: the steady-state token rate once the last explicit batch has formed.
-    tail_start = seq["first"][:, -1]
+    tail_start = first[np.arange(d), seq["k_used"] - 1]
     out += fi.r_tok[:, None] * np.maximum(tt[None, :] - tail_start[:, None], 0.0)
     return np.where(fi.feasible[:, None], out, 0.0)
 
@@ -287,12 +290,13 @@ def static_curves(fi: FluidInputs, seq: dict, t: np.ndarray) -> np.ndarray:
 def static_ttft(fi: FluidInputs, seq: dict, t0: float, t1: float, horizon: float, from_: str = "arrival") -> np.ndarray:
     """Mean TTFT of the requests arriving in ``[t0, t1]`` whose batch's prefill ends by ``horizon``."""
     lam = np.maximum(fi.lam, 1e-300)
-    first, form = seq["first"], seq["form"]
-    d, k = first.shape
+    d = seq["first"].shape[0]
     out = np.full(d, np.nan)
     for r in range(d):
         if not fi.feasible[r]:
             continue
+        k = int(seq["k_used"][r])
+        first, form = seq["first"][:, :k], seq["form"][:, :k]
         b = int(round(fi.B[r]))
         n = np.arange(k * b)  # request index (0-based) of the explicit batches
         arr = fi.a0[r] + n / lam[r]
