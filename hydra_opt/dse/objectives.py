@@ -218,6 +218,7 @@ def parse_objectives(root: Node) -> ObjectiveSpec:
     if kind != "objective":
         raise root.error("must be 'objective'", value=kind, key="kind")
     name = root.get("name", "objectives").str(max_len=128)
+    root.get("description", "").str(max_len=4096)
     metrics: list[Metric] = []
     for item in root.get("objectives").list(min_len=1, max_len=8):
         if isinstance(item.data, str):
@@ -257,5 +258,5 @@ def parse_objectives(root: Node) -> ObjectiveSpec:
             bound = c.get("max" if has_max else "min").number()
             c.done(["metric", "max", "min"])
             constraints.append(Constraint(m, bound, has_max))
-    root.done(["kind", "name", "objectives", "aggregate", "weights", "reference", "constraints"])
+    root.done(["kind", "name", "description", "objectives", "aggregate", "weights", "reference", "constraints"])
     return ObjectiveSpec(name, tuple(metrics), how, weights, reference, tuple(constraints))

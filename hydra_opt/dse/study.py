@@ -54,6 +54,7 @@ __all__ = [
     "parse_study_spec",
     "run_study",
     "open_study",
+    "load_study_by_name",
     "design_key",
     "FINISHED_STATES",
     "SPEC_ATTR",
@@ -281,13 +282,12 @@ def parse_study_spec(root: Node) -> StudySpec:
     sim_opts = dict(sim_node.data) if sim_node.data else {}
     sim_seed = int(sim_opts.pop("seed", 0)) if isinstance(sim_opts.get("seed", 0), int) else 0
     evaluator = root.get("evaluator", "").str(max_len=256)
+    root.get("description", "").str(max_len=4096)
     root.done(
         ["kind", "name", "description", "model", "models", "workload", "workloads", "pairs", "search_space",
          "objectives", "sampler", "pruner", "budget", "storage", "artifacts", "seed", "estimate", "simulate",
          "evaluator"]
     )
-    if root.has("description"):
-        root.get("description").str(max_len=4096)
     return StudySpec(
         name=name, file=root.file, pairs=tuple(pairs), space=space, objectives=objectives, sampler=sampler,
         pruner=pruner, n_trials=n_trials, timeout_s=timeout_s, storage=storage, artifact_dir=artifact_dir,
@@ -535,6 +535,22 @@ def open_study(spec: StudySpec, *, sampler: optuna.samplers.BaseSampler | None =
         study.set_user_attr("hydra_opt_metrics", [m.name for m in spec.objectives.metrics])
         study.set_user_attr("hydra_opt_space", spec.space.name)
     return study
+
+
+def load_study_by_name(storage_url: str, name: str | None) -> optuna.Study:
+    """Load an existing study (the only one in the storage when ``name`` is None)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = make_storage(storage_url, StorageOptions(heartbeat_interval_s=0))
+    names = optuna.study.get_all_study_names(storage)
+    if name is None:
+        if len(names) != 1:
+            raise ConfigError(f"is required: the storage holds {len(names)} studies ({', '.join(names[:10])})",
+                              file="<cli>", key="--study-name")
+        name = names[0]
+    if name not in names:
+        raise ConfigError(f"is not in the storage; it holds: {', '.join(names[:10]) or 'no study'}", file="<cli>",
+                          key="--study-name", value=name)
+    return optuna.load_study(study_name=name, storage=storage)
 
 
 def count_finished(study: optuna.Study) -> int:

@@ -1,0 +1,64 @@
+"""``python -m hydra_opt report`` — a study's Pareto front as CSV, HTML/PNG plots and a markdown summary;
+``--export-design TRIAL`` writes one trial's design YAML (accepted by ``python -m hydra_opt simulate``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from hydra_opt.config import ConfigError
+
+__all__ = ["register", "run"]
+
+
+def register(sub: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "report",
+        help="write a study's Pareto front, plots and summary",
+        description="Write front.csv, trials.csv, pareto.html (estimated vs simulated, B*/M_T), pareto.png and "
+        "summary.md for a study; or export one trial's design YAML.",
+    )
+    p.add_argument("study_file", nargs="?", metavar="STUDY.yaml", help="take storage and study name from a study file")
+    p.add_argument("--storage", metavar="URL", help="storage URL")
+    p.add_argument("--study-name", metavar="N", help="study name")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: report_<study name>)")
+    p.add_argument("--export-design", metavar="TRIAL", help="write this trial's design YAML instead of a report")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from hydra_opt.dse.report import export_design, format_front_table, write_report
+    from hydra_opt.dse.storages import check_url, redact_url
+    from hydra_opt.dse.study import load_study_spec, load_study_by_name
+
+    storage, name = args.storage, args.study_name
+    if args.study_file:
+        spec = load_study_spec(args.study_file)
+        storage, name = storage or spec.storage, name or spec.name
+    if not storage:
+        raise ConfigError("is required (or give a study file)", file="<cli>", key="--storage")
+    check_url(storage, file="<cli>", key="--storage")
+    if name is not None and (not name.strip() or len(name) > 128 or any(ord(c) < 32 for c in name)):
+        raise ConfigError("must be a printable name of 1-128 characters", file="<cli>", key="--study-name", value=name)
+    study = load_study_by_name(storage, name)
+    out = Path(args.out) if args.out else Path(f"report_{study.study_name}")
+    if "\x00" in str(out):
+        raise ConfigError("is not a path", file="<cli>", key="--out")
+    if args.export_design is not None:
+        try:
+            number = int(args.export_design)
+        except ValueError:
+            raise ConfigError("is not a trial number", file="<cli>", key="--export-design",
+                              value=args.export_design) from None
+        target = out if out.suffix in (".yaml", ".yml") else out / f"trial{number}_design.yaml"
+        path = export_design(study, number, target)
+        print(f"wrote {path}")
+        return 0
+    paths = write_report(study, out)
+    print(f"study {study.study_name!r} on {redact_url(storage)}")
+    print(format_front_table(study))
+    print()
+    for key, p in paths.items():
+        print(f"{key:8s} {p}")
+    return 0

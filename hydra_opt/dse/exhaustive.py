@@ -1,0 +1,187 @@
+"""Exhaustive mode (for validation): every design of an enumerated space is estimated, and all of them or a seeded
+sample are simulated; the result is a table from which the exhaustive Pareto front, B*/M_T and the recovery of a
+study (best-throughput ratio, hypervolume ratio) are computed.
+
+The estimator runs on all designs through the evaluator's ``estimate_many`` when it has one (vectorised over the
+design space), else design by design. Simulations can be spread over worker processes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hydra_opt.dse.evaluators import Evaluator
+from hydra_opt.dse.objectives import ObjectiveSpec
+from hydra_opt.dse.report import hypervolume_2d, pareto_mask, select_bstar_mt
+
+__all__ = ["ExhaustiveResult", "run_exhaustive", "recovery"]
+
+
+@dataclass
+class ExhaustiveResult:
+    """Table of an exhaustive run.
+
+    Attributes:
+        designs: Design dicts, in enumeration order.
+        feasible: Per design, whether it is feasible for every pair.
+        est: ``{metric: array}`` aggregated estimates (NaN when infeasible).
+        sim: ``{metric: array}`` aggregated simulated values (NaN when not simulated).
+        est_wall_s: Wall time of the estimation pass, s.
+        sim_wall_s: Wall time of the simulation pass, s.
+    """
+
+    designs: list[dict[str, Any]]
+    feasible: np.ndarray
+    est: dict[str, np.ndarray]
+    sim: dict[str, np.ndarray]
+    est_wall_s: float
+    sim_wall_s: float
+
+    def frame(self):
+        """As a pandas DataFrame (design columns + ``est_*`` + ``sim_*``)."""
+        import pandas as pd
+
+        from hydra_opt.dse.report import design_label
+
+        df = pd.DataFrame({"design": [design_label(d) for d in self.designs], "feasible": self.feasible})
+        for k, v in self.est.items():
+            df[f"est_{k}"] = v
+        for k, v in self.sim.items():
+            df[f"sim_{k}"] = v
+        return df
+
+
+def _sim_one(args: tuple[Any, ...]) -> dict[str, float]:
+    evaluator, design_dict, pairs, objectives, sim_seed = args
+    design = evaluator.design(design_dict)
+    per = {}
+    for key, (m, w) in pairs:
+        model, wl = evaluator.load(m, w)
+        per[key] = evaluator.simulate(design, model, wl, seed=sim_seed).metrics
+    return objectives.combine(per)
+
+
+def run_exhaustive(
+    designs: Sequence[Mapping[str, Any]],
+    pairs: Sequence[tuple[str, str]],
+    objectives: ObjectiveSpec,
+    evaluator: Evaluator,
+    *,
+    simulate: str | int = "all",
+    seed: int = 0,
+    sim_seed: int = 0,
+    processes: int = 1,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> ExhaustiveResult:
+    """Estimate every design, then simulate all (``"all"``), none (0) or a seeded sample of ``simulate`` designs.
+
+    Args:
+        designs: Design dicts (e.g. ``list(space.enumerate())``).
+        pairs: (model, workload) references.
+        objectives: What to read and how to aggregate over pairs.
+        evaluator: The evaluator (must be picklable when ``processes > 1``).
+        simulate: ``"all"``, or the number of feasible designs to simulate (uniform sample, ``seed``).
+        seed: Seed of the sample.
+        sim_seed: Seed of every simulation.
+        processes: Worker processes for the simulations.
+        progress: Called as ``progress(stage, done, total)``.
+    """
+    keys = [f"{m}/{w}" for m, w in pairs]
+    loaded = [(k, *evaluator.load(m, w)) for k, (m, w) in zip(keys, pairs)]
+    metrics = [m.name for m in objectives.needed()]
+    n = len(designs)
+    est = {m: np.full(n, np.nan) for m in metrics}
+    feasible = np.zeros(n, dtype=bool)
+    t0 = time.perf_counter()
+    objs = []
+    for i, d in enumerate(designs):
+        obj = evaluator.design(d)
+        objs.append(obj)
+        feasible[i] = all(not evaluator.feasibility(obj, model) for _, model, _ in loaded)
+    idx = np.flatnonzero(feasible)
+    many = getattr(evaluator, "estimate_many", None)
+    per_pair: dict[str, list[Mapping[str, float]]] = {}
+    for key, model, wl in loaded:
+        if many is not None:
+            per_pair[key] = list(many([objs[i] for i in idx], model, wl))
+        else:
+            per_pair[key] = []
+            for j, i in enumerate(idx):
+                per_pair[key].append(evaluator.estimate(objs[i], model, wl))
+                if progress and j % 50 == 0:
+                    progress("estimate", j, len(idx))
+    for j, i in enumerate(idx):
+        combined = objectives.combine({k: per_pair[k][j] for k in keys})
+        for m in metrics:
+            est[m][i] = combined[m]
+    est_wall = time.perf_counter() - t0
+
+    if simulate == "all":
+        chosen = idx
+    else:
+        k = min(int(simulate), len(idx))
+        chosen = np.sort(np.random.default_rng(seed).choice(idx, size=k, replace=False)) if k else idx[:0]
+    sim = {m: np.full(n, np.nan) for m in metrics}
+    t1 = time.perf_counter()
+    jobs = [(evaluator, dict(designs[i]), list(zip(keys, pairs)), objectives, sim_seed) for i in chosen]
+    if processes > 1 and len(jobs) > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("spawn").Pool(processes) as pool:
+            results = []
+            for j, r in enumerate(pool.imap(_sim_one, jobs, chunksize=1)):
+                results.append(r)
+                if progress:
+                    progress("simulate", j + 1, len(jobs))
+    else:
+        results = []
+        for j, job in enumerate(jobs):
+            results.append(_sim_one(job))
+            if progress:
+                progress("simulate", j + 1, len(jobs))
+    for i, r in zip(chosen, results):
+        for m in metrics:
+            sim[m][i] = r[m]
+    return ExhaustiveResult([dict(d) for d in designs], feasible, est, sim, est_wall, time.perf_counter() - t1)
+
+
+def recovery(
+    reference: np.ndarray,
+    found: np.ndarray,
+    maximize: Sequence[bool],
+    *,
+    hv_reference: Sequence[float] | None = None,
+) -> dict[str, float]:
+    """How well ``found`` (simulated values of a study's designs) recovers ``reference`` (exhaustive, simulated).
+
+    Returns ``best_ratio`` (best first-objective value found / exhaustive best; HYDRA §VI-F "max throughput
+    recovery") and, for two objectives, ``hv_ratio`` (hypervolume of the found front / exhaustive front, both
+    w.r.t. ``hv_reference``; default: the worst exhaustive value of each objective).
+    """
+    reference = np.asarray(reference, dtype=float)
+    found = np.asarray(found, dtype=float).reshape(-1, reference.shape[1])
+    reference = reference[np.all(np.isfinite(reference), axis=1)]
+    found = found[np.all(np.isfinite(found), axis=1)]
+    out: dict[str, float] = {}
+    best_ref = reference[:, 0].max() if maximize[0] else reference[:, 0].min()
+    best_found = (found[:, 0].max() if maximize[0] else found[:, 0].min()) if len(found) else math.nan
+    out["best_ratio"] = float(best_found / best_ref) if maximize[0] else float(best_ref / best_found)
+    if reference.shape[1] == 2:
+        if hv_reference is None:
+            hv_reference = [reference[:, j].min() if maximize[j] else reference[:, j].max() for j in range(2)]
+        hv_ref = hypervolume_2d(reference, hv_reference, maximize)
+        hv_found = hypervolume_2d(found, hv_reference, maximize) if len(found) else 0.0
+        out["hv_ratio"] = float(hv_found / hv_ref) if hv_ref > 0 else math.nan
+        out["hv_reference_0"], out["hv_reference_1"] = float(hv_reference[0]), float(hv_reference[1])
+    mask = pareto_mask(reference, maximize)
+    out["front_size"] = int(mask.sum())
+    if reference.shape[1] == 2 and maximize[0] and not maximize[1]:
+        b, m = select_bstar_mt(reference[:, 0], reference[:, 1], mask)
+        out["bstar_tp"], out["mt_tp"] = float(reference[b, 0]), float(reference[m, 0])
+    return out
