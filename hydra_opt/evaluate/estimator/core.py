@@ -27,7 +27,7 @@ from hydra_opt.evaluate.estimator import capacities as cap
 from hydra_opt.evaluate.estimator import fluid, markov
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 
-__all__ = ["Prepared", "prepare", "DesignInputs", "design_inputs", "solve", "estimate", "SCHED_CODES"]
+__all__ = ["Prepared", "prepare", "DesignInputs", "design_inputs", "solve", "estimate", "resolve", "SCHED_CODES"]
 
 #: Scheduler name → code used in arrays.
 SCHED_CODES = {"static": 0, "fcfs": 1, "worksteal": 2, "elastic": 3}
@@ -672,6 +672,25 @@ def _bottleneck(res: dict, inp: DesignInputs, i: int) -> str:
     return f"compute:{inp.type_names[t]}" if t >= 0 else "compute"
 
 
+def resolve(design, model, workload):
+    """Accept names/paths like ``simulate`` does: a design YAML path, a model name, a workload name or path."""
+    import os
+
+    if isinstance(design, (str, os.PathLike)):
+        from hydra_opt.system.design import load_design
+
+        design = load_design(design)
+    if isinstance(model, (str, os.PathLike)):
+        from hydra_opt.workload.models import load_model
+
+        model = load_model(model)
+    if isinstance(workload, (str, os.PathLike)):
+        from hydra_opt.workload.workload import load_workload
+
+        workload = load_workload(workload)
+    return design, model, workload
+
+
 def estimate(design, model, workload, *, options: EstimatorOptions | None = None) -> Estimate:
     """Estimate throughput, TTFT and TPOT of one design serving ``workload`` with ``model`` (HYDRA §V).
 
@@ -682,6 +701,7 @@ def estimate(design, model, workload, *, options: EstimatorOptions | None = None
         options: :class:`EstimatorOptions`.
     """
     opts = options or EstimatorOptions()
+    design, model, workload = resolve(design, model, workload)
     prep = prepare(model, workload, options=opts, precision=opts.precision or getattr(design, "precision", None))
     inp = design_inputs(design, prep, opts)
     res = solve(inp, prep, opts, sparse=True)
@@ -691,7 +711,7 @@ def estimate(design, model, workload, *, options: EstimatorOptions | None = None
 def _to_estimate(res: dict, inp: DesignInputs, prep: Prepared, i: int) -> Estimate:
     pi = res["pi"][i]
     diag = dict(
-        pi=None if pi is None else np.round(pi[: min(pi.size, 256)], 12),
+        pi=None if pi is None else np.round(pi[: int(np.searchsorted(np.cumsum(pi), 1.0 - 1e-9)) + 1], 12),
         pi_states=0 if pi is None else int(pi.size),
         rho=float(res["rho"][i]),
         regime=str(res["regime"][i]),

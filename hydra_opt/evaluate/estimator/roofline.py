@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from hydra_opt.evaluate.estimator import capacities as cap
-from hydra_opt.evaluate.estimator.core import _counts, _library, _memory, hbm_port_cap_gbps, prepare
+from hydra_opt.evaluate.estimator.core import _counts, _library, _memory, hbm_port_cap_gbps, prepare, resolve
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 from hydra_opt.evaluate.opcost import roofline_s
 
@@ -39,6 +39,7 @@ def _pooled_time(cost: np.ndarray, chips: list, counts: list[int]) -> float:
 def roofline_estimate(design, model, workload, *, options: EstimatorOptions | None = None) -> Estimate:
     """The three-bound roofline estimate of one design (throughput, TTFT; no queueing, no transients)."""
     opts = options or EstimatorOptions()
+    design, model, workload = resolve(design, model, workload)
     prep = prepare(model, workload, options=opts, precision=opts.precision or getattr(design, "precision", None))
     lib = _library()
     counts = _counts(design)
