@@ -20,6 +20,7 @@ The event-driven engine drives a :class:`FlowNetwork` with :meth:`~FlowNetwork.a
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -203,9 +204,10 @@ class FlowDone:
 
 
 class _Flow:
-    """Mutable state of an active flow (``rem`` is valid at the network's sync time)."""
+    """Mutable state of an active flow: ``rem`` bytes were left at time ``t_upd``; it drains at ``drain_t``."""
 
-    __slots__ = ("flow_id", "res", "nbytes", "start_s", "hops", "cap", "rem", "rate", "seq")
+    __slots__ = ("flow_id", "res", "nbytes", "start_s", "hops", "cap", "rem", "t_upd", "rate", "nrate", "drain_t",
+                 "ver", "seq")  # fmt: skip
 
     def __init__(self, flow_id, res, nbytes, start_s, hops, cap, seq) -> None:
         self.flow_id = flow_id
@@ -215,7 +217,11 @@ class _Flow:
         self.hops: int = hops
         self.cap: float = cap  # bytes/s, inf when uncapped
         self.rem: float = nbytes
+        self.t_upd: float = start_s
         self.rate: float = 0.0
+        self.nrate: float = 0.0
+        self.drain_t: float = math.inf
+        self.ver: int = 0
         self.seq: int = seq
 
 
@@ -227,10 +233,11 @@ class FlowNetwork:
     then any resource added with :meth:`add_resource`. A flow crosses the links of its XY route, the ports of
     its two end nodes and the extra resources it names, and may have its own rate cap.
 
-    Rates are recomputed lazily (once per batch of starts/drains at the same instant) and stay constant until
-    the next start or drain, so the state between events is exact, not time-stepped. Between rate changes
-    nothing is updated (remaining bytes are brought up to date only when rates change), so :meth:`advance`
-    without a drain and :meth:`next_completion` are O(1).
+    Rates are recomputed exactly (not time-stepped) whenever flows start or drain, lazily (once per instant),
+    and *incrementally*: a max-min allocation decomposes over the connected components of the flow–resource
+    graph, so only the component(s) touched by the change are refilled (``equal``: only the flows sharing a
+    resource with the changed ones; ``none``: only the new flow). Each flow keeps its own drain time in a heap,
+    so :meth:`next_completion` is O(1) amortised and time advances without touching idle flows.
 
     Typical engine loop::
 
@@ -247,7 +254,7 @@ class FlowNetwork:
         mesh: The mesh.
         port_gbps: Optional node → port bandwidth (GB/s) shared by all flows starting or ending at that node.
         sharing: One of :data:`SHARING_MODES`.
-        bin_s: If given, carried bytes per resource are also recorded in time bins of this width (s) for
+        bin_s: If given, carried bytes per resource are also integrated into time bins of this width (s) for
             utilisation over time (:meth:`utilisation_series`); totals are always recorded.
     """
 
@@ -277,18 +284,21 @@ class FlowNetwork:
             caps.append(float(gbps) * 1e9)
             self._names.append(f"port{node}")
         self._cap: list[float] = caps
+        self._users: list[set[_Flow]] = [set() for _ in caps]
+        self._load: list[float] = [0.0] * len(caps)  # bytes/s carried now
+        self._res_t: list[float] = [0.0] * len(caps)  # time up to which ``_bytes``/bins are integrated
+        self._bytes: list[float] = [0.0] * len(caps)
+        self._bins: list[list[float]] = []  # [bin][resource] carried bytes
         self._flows: dict[Hashable, _Flow] = {}  # insertion order = start order
+        self._heap: list[tuple[float, int, int, _Flow]] = []
         self._seq = 0
         self._now = 0.0  # time the caller has advanced to
-        self._t_sync = 0.0  # time at which every flow's ``rem`` is exact
-        self._dirty = False
-        self._next: tuple[float, _Flow] | None = None
-        self._load = np.zeros(len(caps))  # bytes/s carried per resource with the current rates (if binning)
-        self._loaded = False
-        self._bytes_done = [0.0] * len(caps)  # bytes carried per resource by flows that have left
-        self._bins = np.zeros((0, len(caps)))
+        self._t_change = 0.0  # time of the pending (not yet re-rated) changes
+        self._seeds: set[int] = set()  # resources whose flows need new rates
+        self._new: list[_Flow] = []  # flows added since the last re-rating
         self._res_cache: dict[tuple[int, int], tuple[int, ...]] = {}
         self.n_recomputes = 0
+        self.n_rerated = 0
 
     # -- resources ---------------------------------------------------------------------------------------------
     @property
@@ -316,12 +326,14 @@ class FlowNetwork:
         """Add a shared resource (GB/s) that flows may name in ``via``; returns its id."""
         if not (capacity_gbps > 0):
             raise ValueError(f"capacity of {name!r} must be > 0, got {capacity_gbps}")
-        self._sync(self._now)
         self._cap.append(float(capacity_gbps) * 1e9)
         self._names.append(str(name))
-        self._load = np.append(self._load, 0.0)
-        self._bytes_done.append(0.0)
-        self._bins = np.hstack([self._bins, np.zeros((self._bins.shape[0], 1))])
+        self._users.append(set())
+        self._load.append(0.0)
+        self._res_t.append(self._now)
+        self._bytes.append(0.0)
+        for row in self._bins:
+            row.append(0.0)
         return len(self._cap) - 1
 
     # -- flows -------------------------------------------------------------------------------------------------
@@ -365,10 +377,7 @@ class FlowNetwork:
             raise ValueError(f"nbytes must be finite and >= 0, got {nbytes}")
         if cap_gbps is not None and not (cap_gbps > 0):
             raise ValueError(f"cap_gbps must be > 0, got {cap_gbps}")
-        self._check_time(now_s)
-        nxt = self.next_completion()
-        if nxt is not None and nxt[0] < now_s and not _close(nxt[0], now_s):
-            raise RuntimeError(f"flow {nxt[1]!r} drains at {nxt[0]!r} s, before {now_s!r} s: call advance() first")
+        self._at(now_s)
         key = (int(src), int(dst))
         res = self._res_cache.get(key)
         if res is None:
@@ -386,39 +395,33 @@ class FlowNetwork:
                 if r not in lst:
                     lst.append(int(r))
             res = tuple(lst)
-        self._sync(now_s)
-        self._now = max(self._now, now_s)
+        h = self.mesh.height
         f = _Flow(
             flow_id,
             res,
             float(nbytes),
-            now_s,
-            abs(key[0] // self.mesh.height - key[1] // self.mesh.height)
-            + abs(key[0] % self.mesh.height - key[1] % self.mesh.height),
+            self._t_change,
+            abs(key[0] // h - key[1] // h) + abs(key[0] % h - key[1] % h),
             math.inf if cap_gbps is None else float(cap_gbps) * 1e9,
             self._seq,
         )
         self._seq += 1
         self._flows[flow_id] = f
-        self._dirty = True
-        self._next = None
+        for r in res:
+            self._users[r].add(f)
+        self._seeds.update(res)
+        self._new.append(f)
 
     def remove_flow(self, flow_id: Hashable, now_s: float) -> float:
         """Cancel an active flow at ``now_s`` (e.g. its task was preempted); returns the bytes not yet sent."""
-        self._check_time(now_s)
         f = self._flows.get(flow_id)
         if f is None:
             raise KeyError(f"flow {flow_id!r} is not active")
-        nxt = self.next_completion()
-        if nxt is not None and nxt[0] < now_s and not _close(nxt[0], now_s):
-            raise RuntimeError(f"flow {nxt[1]!r} drains at {nxt[0]!r} s, before {now_s!r} s: call advance() first")
-        self._sync(now_s)
-        self._now = max(self._now, now_s)
-        del self._flows[flow_id]
-        self._account(f, f.nbytes - f.rem)
-        self._dirty = True
-        self._next = None
-        return f.rem
+        self._at(now_s)
+        left = f.rem - f.rate * (self._t_change - f.t_upd) if f.rate < math.inf else 0.0
+        left = left if left > 0.0 else 0.0
+        self._drop(f, self._t_change)
+        return left
 
     def rate_gbps(self, flow_id: Hashable) -> float:
         """Current rate of an active flow, GB/s."""
@@ -429,7 +432,10 @@ class FlowNetwork:
         """Bytes an active flow still has to send at the current time :attr:`now_s`."""
         self._ensure_rates()
         f = self._flows[flow_id]
-        return max(0.0, f.rem - f.rate * (self._now - self._t_sync)) if f.rate < math.inf else 0.0
+        if f.rate == math.inf:
+            return 0.0
+        r = f.rem - f.rate * (self._now - f.t_upd)
+        return r if r > 0.0 else 0.0
 
     def next_completion(self) -> tuple[float, Hashable] | None:
         """(time, flow id) of the earliest drain with the current rates, or None when no flow is active.
@@ -440,8 +446,8 @@ class FlowNetwork:
         if not self._flows:
             return None
         self._ensure_rates()
-        assert self._next is not None
-        return self._next[0], self._next[1].flow_id
+        top = self._top()
+        return None if top is None else (top.drain_t, top.flow_id)
 
     def advance(self, now_s: float) -> list[FlowDone]:
         """Move time to ``now_s``, processing every drain up to it in time order (rates recomputed after each).
@@ -452,37 +458,46 @@ class FlowNetwork:
         self._check_time(now_s)
         done: list[FlowDone] = []
         lat = self.mesh.hop_latency_s
+        heap = self._heap
         while self._flows:
             self._ensure_rates()
-            t_next = self._next[0]  # type: ignore[index]
+            top = self._top()
+            if top is None:
+                break
+            t_next = top.drain_t
             if t_next > now_s and not _close(t_next, now_s):
                 break
             # Everything draining at this instant (within rounding) leaves together.
             lim = t_next + 1e-12 * max(abs(t_next), 1e-9)
-            ts = self._t_sync
-            gone = [f for f in self._flows.values() if f.rem <= 0.0 or ts + f.rem / f.rate <= lim]
-            self._sync(t_next)
+            gone = []
+            while heap:
+                dt, _, ver, f = heap[0]
+                if ver != f.ver or f.flow_id not in self._flows or self._flows[f.flow_id] is not f:
+                    heapq.heappop(heap)
+                    continue
+                if dt > lim:
+                    break
+                heapq.heappop(heap)
+                gone.append(f)
+            gone.sort(key=lambda f: f.seq)
             for f in gone:
-                f.rem = 0.0
-                del self._flows[f.flow_id]
-                self._account(f, f.nbytes)
+                self._drop(f, t_next)
                 done.append(FlowDone(f.flow_id, t_next, t_next + f.hops * lat, f.nbytes, f.start_s))
-            self._dirty = True
-            self._next = None
-        self._now = max(self._now, now_s)
+            self._t_change = t_next
+            if t_next > self._now:
+                self._now = t_next
+        if now_s > self._now:
+            self._now = now_s
+        if not self._seeds and not self._new:
+            self._t_change = self._now
         return done
 
     # -- accounting --------------------------------------------------------------------------------------------
     def carried_bytes(self) -> np.ndarray:
         """Bytes carried by each resource from t = 0 to :attr:`now_s` (indexed by resource id)."""
         self._ensure_rates()
-        out = np.asarray(self._bytes_done, dtype=np.float64)
-        dt = self._now - self._t_sync
-        for f in self._flows.values():
-            sent = f.nbytes - (max(0.0, f.rem - f.rate * dt) if f.rate < math.inf else 0.0)
-            for r in f.res:
-                out[r] += sent
-        return out
+        now = self._now
+        return np.array([b + ld * (now - t) for b, ld, t in zip(self._bytes, self._load, self._res_t)])
 
     def link_utilisation(self, duration_s: float | None = None) -> np.ndarray:
         """Mean utilisation of each directed link over ``[0, duration_s]`` (default: up to now), fraction 0–1."""
@@ -501,12 +516,14 @@ class FlowNetwork:
         if self.bin_s is None:
             raise ValueError("this FlowNetwork was created without bin_s")
         self._ensure_rates()
-        self._sync(self._now)
+        for r in range(len(self._cap)):
+            self._settle(r, self._now)
         n = int(math.ceil(self._now / self.bin_s - 1e-9)) if self._now > 0 else 0
         cols = self.mesh.n_links if links_only else len(self._cap)
         b = np.zeros((n, cols))
-        m = min(n, self._bins.shape[0])
-        b[:m] = self._bins[:m, :cols]
+        m = min(n, len(self._bins))
+        if m:
+            b[:m] = np.asarray(self._bins[:m])[:, :cols]
         util = b / (np.asarray(self._cap[:cols]) * self.bin_s)
         return np.arange(n) * self.bin_s, util
 
@@ -515,74 +532,154 @@ class FlowNetwork:
         if now_s < self._now and not _close(now_s, self._now):
             raise ValueError(f"time goes backwards: {now_s} < {self._now}")
 
-    def _sync(self, t: float) -> None:
-        """Bring remaining bytes and byte accounting up to time ``t`` with the current (clean) rates."""
-        dt = t - self._t_sync
-        if dt <= 0:
-            return
+    def _at(self, now_s: float) -> None:
+        """Make ``now_s`` the time of the next change (no drain may be pending before it)."""
+        self._check_time(now_s)
+        if now_s > self._t_change and (self._seeds or self._new):
+            self._ensure_rates()  # changes pending at an earlier instant take effect there
         if self._flows:
-            self._ensure_rates()
-            for f in self._flows.values():
-                r = f.rem - f.rate * dt
-                f.rem = r if r > 0.0 else 0.0
-            if self._loaded and self.bin_s is not None:
-                self._bin_add(self._t_sync, t)
-        self._t_sync = t
+            top = self._top()
+            if top is not None and top.drain_t < now_s and not _close(top.drain_t, now_s):
+                raise RuntimeError(
+                    f"flow {top.flow_id!r} drains at {top.drain_t!r} s, before {now_s!r} s: call advance() first"
+                )
+        if now_s > self._now:
+            self._now = now_s
+        if now_s > self._t_change:
+            self._t_change = now_s
 
-    def _account(self, f: _Flow, sent: float) -> None:
-        b = self._bytes_done
-        for r in f.res:
-            b[r] += sent
+    def _top(self) -> _Flow | None:
+        heap = self._heap
+        flows = self._flows
+        while heap:
+            _, _, ver, f = heap[0]
+            if ver == f.ver and flows.get(f.flow_id) is f:
+                return f
+            heapq.heappop(heap)
+        return None
 
-    def _bin_add(self, t0: float, t1: float) -> None:
+    def _settle(self, r: int, t: float) -> None:
+        """Integrate resource ``r``'s carried bytes up to ``t`` with its current load."""
+        t0 = self._res_t[r]
+        if t <= t0:
+            return
+        ld = self._load[r]
+        if ld > 0.0:
+            self._bytes[r] += ld * (t - t0)
+            if self.bin_s is not None:
+                self._bin_add(r, ld, t0, t)
+        self._res_t[r] = t
+
+    def _bin_add(self, r: int, ld: float, t0: float, t1: float) -> None:
         w = self.bin_s
         b0, b1 = int(t0 // w), int(t1 // w)
-        if b1 >= self._bins.shape[0]:
-            grow = max(b1 + 1, 2 * self._bins.shape[0], 64) - self._bins.shape[0]
-            self._bins = np.vstack([self._bins, np.zeros((grow, self._bins.shape[1]))])
+        bins = self._bins
+        while len(bins) <= b1:
+            bins.append([0.0] * len(self._cap))
         if b0 == b1:
-            self._bins[b0] += self._load * (t1 - t0)
+            bins[b0][r] += ld * (t1 - t0)
             return
-        self._bins[b0] += self._load * ((b0 + 1) * w - t0)
-        if b1 > b0 + 1:
-            self._bins[b0 + 1 : b1] += self._load * w
-        self._bins[b1] += self._load * (t1 - b1 * w)
+        bins[b0][r] += ld * ((b0 + 1) * w - t0)
+        for b in range(b0 + 1, b1):
+            bins[b][r] += ld * w
+        bins[b1][r] += ld * (t1 - b1 * w)
+
+    def _set_rate(self, f: _Flow, rate: float, t: float) -> None:
+        """Change a flow's rate at time ``t`` (its bytes and its resources' integrals settled first)."""
+        old = f.rate
+        if rate == old and f.ver:
+            return
+        if old > 0.0:
+            if old == math.inf:
+                f.rem = 0.0
+            else:
+                rem = f.rem - old * (t - f.t_upd)
+                f.rem = rem if rem > 0.0 else 0.0
+        f.t_upd = t
+        fin_old = old if old < math.inf else 0.0
+        fin_new = rate if rate < math.inf else 0.0
+        if fin_new != fin_old:
+            load = self._load
+            for r in f.res:
+                self._settle(r, t)
+                v = load[r] + (fin_new - fin_old)
+                load[r] = v if v > 1e-9 * self._cap[r] else 0.0
+        f.rate = rate
+        f.drain_t = t if (f.rem <= 0.0 or rate == math.inf) else t + f.rem / rate
+        f.ver += 1
+        heapq.heappush(self._heap, (f.drain_t, f.seq, f.ver, f))
+
+    def _drop(self, f: _Flow, t: float) -> None:
+        del self._flows[f.flow_id]
+        if f.rate > 0.0:
+            fin = f.rate if f.rate < math.inf else 0.0
+            load = self._load
+            for r in f.res:
+                self._settle(r, t)
+                v = load[r] - fin
+                load[r] = v if v > 1e-9 * self._cap[r] else 0.0
+        for r in f.res:
+            self._users[r].discard(f)
+        f.ver += 1  # invalidates its heap entry
+        self._seeds.update(f.res)
+        if f in self._new:
+            self._new.remove(f)
+
+    def _affected(self) -> list[_Flow]:
+        """Flows whose rate may change because of the pending changes, in start order (deterministic)."""
+        users = self._users
+        new = self._new
+        if self.sharing == "none":
+            return list(new)
+        if self.sharing == "equal":
+            out: set[_Flow] = set(new)
+            for r in self._seeds:
+                out.update(users[r])
+            return sorted(out, key=_by_seq) if len(out) > 1 else list(out)
+        # maxmin: whole connected components of the flow–resource graph around the changed resources.
+        seen_r = set(self._seeds)
+        stack = list(seen_r)
+        comp: set[_Flow] = set(new)
+        for f in new:
+            for r in f.res:
+                if r not in seen_r:
+                    seen_r.add(r)
+                    stack.append(r)
+        while stack:
+            for f in users[stack.pop()]:
+                if f not in comp:
+                    comp.add(f)
+                    for q in f.res:
+                        if q not in seen_r:
+                            seen_r.add(q)
+                            stack.append(q)
+        return sorted(comp, key=_by_seq) if len(comp) > 1 else list(comp)
 
     def _ensure_rates(self) -> None:
-        if not self._dirty:
+        if not self._seeds and not self._new:
             return
-        self._dirty = False
+        flows = self._affected()
+        self._seeds = set()
+        self._new = []
+        t = self._t_change
         self.n_recomputes += 1
-        flows = list(self._flows.values())
+        self.n_rerated += len(flows)
         cap = self._cap
-        if self.sharing == "maxmin":
+        if len(flows) == 1 or self.sharing == "none":  # a lone flow: its own bottleneck (all modes agree)
+            for f in flows:
+                f.nrate = min(min((cap[r] for r in f.res), default=math.inf), f.cap)
+        elif self.sharing == "maxmin":
             _maxmin(flows, cap)
         elif self.sharing == "equal":
-            cnt: dict[int, int] = {}
+            users = self._users
             for f in flows:
-                for r in f.res:
-                    cnt[r] = cnt.get(r, 0) + 1
-            for f in flows:
-                f.rate = min(min((cap[r] / cnt[r] for r in f.res), default=math.inf), f.cap)
-        else:
-            for f in flows:
-                f.rate = min(min((cap[r] for r in f.res), default=math.inf), f.cap)
-        best_t, best = math.inf, None
-        ts = self._t_sync
+                f.nrate = min(min((cap[r] / len(users[r]) for r in f.res), default=math.inf), f.cap)
         for f in flows:
-            rt = f.rate
-            t = ts + f.rem / rt if f.rem > 0.0 else ts
-            if t < best_t:
-                best_t, best = t, f
-        if self.bin_s is not None:
-            load = [0.0] * len(cap)
-            for f in flows:
-                if f.rate < math.inf:
-                    for r in f.res:
-                        load[r] += f.rate
-            self._load = np.asarray(load)
-            self._loaded = bool(flows)
-        self._next = None if best is None else (best_t, best)
+            self._set_rate(f, f.nrate, t)
+
+
+def _by_seq(f: _Flow) -> int:
+    return f.seq
 
 
 def _close(a: float, b: float) -> bool:
@@ -590,16 +687,17 @@ def _close(a: float, b: float) -> bool:
 
 
 def _maxmin(flows: Sequence[_Flow], cap: Sequence[float]) -> None:
-    """Set max-min fair rates (bytes/s) on ``flows`` by progressive filling.
+    """Set max-min fair rates (bytes/s) of ``flows`` into ``f.nrate`` by progressive filling.
 
-    All unfrozen flows rise together to a common level; when a resource saturates (or a flow reaches its own
-    cap) the flows crossing it freeze at that level. Each round freezes ≥ 1 flow, so there are at most
-    ``len(flows)`` rounds (a handful in practice). Pure Python: for the tens of flows of a chiplet package this
-    is faster than numpy's per-call overhead.
+    ``flows`` must be closed under sharing (every flow crossing one of their resources is in it). All unfrozen
+    flows rise together to a common level; when a resource saturates (or a flow reaches its own cap) the flows
+    crossing it freeze at that level. Each round freezes ≥ 1 flow, so there are at most ``len(flows)`` rounds
+    (a handful in practice). Pure Python: for the tens of flows of a chiplet package this is faster than
+    numpy, whose per-call overhead dominates at this size.
     """
     users: dict[int, list[_Flow]] = {}
     for f in flows:
-        f.rate = -1.0  # -1 = not frozen yet
+        f.nrate = -1.0  # -1 = not frozen yet
         for r in f.res:
             u = users.get(r)
             if u is None:
@@ -617,25 +715,25 @@ def _maxmin(flows: Sequence[_Flow], cap: Sequence[float]) -> None:
             v = spare[r] / c
             if v < level:
                 level = v
-        while ci < len(capped) and capped[ci].rate >= 0.0:
+        while ci < len(capped) and capped[ci].nrate >= 0.0:
             ci += 1
         if ci < len(capped) and capped[ci].cap <= level:
             level = capped[ci].cap
         if level == math.inf:  # flows that cross nothing and have no cap: unconstrained
             for f in flows:
-                if f.rate < 0.0:
-                    f.rate = math.inf
+                if f.nrate < 0.0:
+                    f.nrate = math.inf
             return
         lim = level + 1e-12 * level
-        freeze = [f for r, c in cnt.items() if spare[r] / c <= lim for f in users[r] if f.rate < 0.0]
+        freeze = [f for r, c in cnt.items() if spare[r] / c <= lim for f in users[r] if f.nrate < 0.0]
         while ci < len(capped) and capped[ci].cap <= lim:
-            if capped[ci].rate < 0.0:
+            if capped[ci].nrate < 0.0:
                 freeze.append(capped[ci])
             ci += 1
         for f in freeze:
-            if f.rate >= 0.0:
+            if f.nrate >= 0.0:
                 continue
-            f.rate = level
+            f.nrate = level
             n_live -= 1
             for r in f.res:
                 c = cnt[r] - 1
