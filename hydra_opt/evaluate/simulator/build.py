@@ -116,7 +116,7 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
 
 
 def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any, nominal_context: int = 512) -> dict | None:
-    """Ω from ``hydra_opt.runtime.mapping.map_tasks`` over the 2·n_blocks (phase, block) tasks.
+    """Ω from ``hydra_opt.runtime.mapping.spatial_pipeline_mapping`` over the (phase, block) tasks.
 
     Cost of task k on chiplet c (Eq. 3): roofline time of the block at a nominal batch (``max_batch`` requests,
     prefill of ``nominal_context`` tokens or a decode step at that context) with memory streaming at the link
@@ -127,7 +127,7 @@ def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any,
     from hydra_opt.evaluate.simulator.system import PHASES, compat_lists, mem_coefficients, time_coefficients
     from hydra_opt.workload.cost import batch_aggregates
 
-    fn = getattr(mod, "map_tasks", None)
+    fn = getattr(mod, "spatial_pipeline_mapping", None)
     if fn is None:
         return None
     n_b, n_c = sim_model.n_blocks, len(system.chiplets)
@@ -139,8 +139,10 @@ def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any,
     for ch in system.chiplets:
         if ch not in kt:
             kt[ch] = time_coefficients(ch, sim_model.coeffs)
-    cost = np.full((2 * n_b, n_c), np.inf)
-    for pi, phase in enumerate(PHASES):
+    costs = {}
+    for phase in PHASES:
+        cost = np.full((n_b, n_c), np.inf)
+        costs[phase] = cost
         if phase == "prefill":
             agg = batch_aggregates(np.zeros(bsz), np.full(bsz, nominal_context))
         else:
@@ -151,6 +153,5 @@ def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any,
                 comp, sram = kt[system.chiplets[c]]
                 hops = system.mesh.hops(system.chip_node[c], system.mem_node[system.block_mem[b]])
                 t_run = max(float(comp[b] @ agg), float(sram[b] @ agg), mem_b[b] / (link * 1e9))
-                cost[pi * n_b + b, c] = t_run + float(mod.comm_time_s(hops, mem_b[b], link))
-    res = fn(cost, np.isfinite(cost))
-    return {(PHASES[k // n_b], k % n_b): int(c) for k, c in enumerate(res.assign)}
+                cost[b, c] = t_run + float(mod.comm_time_s(hops, mem_b[b], link))
+    return {(str(p), int(b)): int(c) for (p, b), c in fn(costs).items()}

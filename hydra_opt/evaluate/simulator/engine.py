@@ -225,6 +225,8 @@ class Engine:
             for dst in set(self.chip_node):
                 self.res_path[(src, dst)] = (*mesh.route(src, dst), port_res[src])
         self.link_bytes = [0.0] * len(caps)
+        self.bin_s = options.link_bins_s if self.net is None else None
+        self.bins = np.zeros((16, len(caps)))
         self.flow_task: dict[int, object] = {}
         self.flow_seq = 0
 
@@ -369,6 +371,23 @@ class Engine:
         nb = task.nbytes
         for r in task.res:
             lb[r] += nb
+        if self.bin_s is not None:
+            self._bin(task.res, nb, task.start, self.now)
+
+    def _bin(self, res: tuple[int, ...], nbytes: float, t0: float, t1: float) -> None:
+        """Spread a flow's bytes uniformly over [t0, t1] into utilisation time bins."""
+        w = self.bin_s
+        b0, b1 = int(t0 // w), int(t1 // w)
+        if b1 >= self.bins.shape[0]:
+            grow = max(b1 + 1, 2 * self.bins.shape[0]) - self.bins.shape[0]
+            self.bins = np.vstack([self.bins, np.zeros((grow, self.bins.shape[1]))])
+        span = t1 - t0
+        for b in range(b0, b1 + 1):
+            lo, hi = max(t0, b * w), min(t1, (b + 1) * w)
+            frac = (hi - lo) / span if span > 0 else (1.0 if b == b0 else 0.0)
+            if frac > 0:
+                for r in res:
+                    self.bins[b, r] += nbytes * frac
 
     # ----------------------------------------------------------------------------------------------- batching
     def _try_form(self) -> None:
@@ -692,6 +711,12 @@ class Engine:
             # Bytes are credited when a flow drains (flows cut by the horizon are not counted).
             link_util = np.asarray(self.link_bytes[:nl]) / (self.link_bps * end) if end > 0 else np.zeros(nl)
             series = None
+            if self.bin_s is not None:
+                nbin = int(math.ceil(end / self.bin_s - 1e-12)) if end > 0 else 0
+                b = self.bins[:nbin, :nl]
+                if b.shape[0] < nbin:
+                    b = np.vstack([b, np.zeros((nbin - b.shape[0], nl))])
+                series = (np.arange(nbin) * self.bin_s, b / (self.link_bps * self.bin_s))
         static_w = sum(c.static_power_w for c in self.sys.chiplets)
         return RawRun(
             arrival_s=np.asarray(self.arr),

@@ -59,7 +59,8 @@ class SimOptions:
         batching, scheduler, placement: Override the design's policy (None: the design's).
         max_batch: Override the design's maximum batch size (None: the design's).
         placement_seed: Seed of the ``random`` placement (None: the simulation seed).
-        link_bins_s: Bin width of the per-link utilisation time series, s (None: totals only).
+        link_bins_s: Bin width of the per-link utilisation time series, s (None: totals only); in ``raw.link_series``
+            as (bin start times, utilisation per bin × link).
         debug: Check invariants (memory ≤ capacity, request conservation) after every event.
         paper_preset: True when built by :meth:`paper` (reported in results).
     """
