@@ -18,13 +18,13 @@ import numpy as np
 from hydra_opt.hardware.noi import SHARING_MODES, FlowNetwork, Mesh
 
 
-def run(mode: str, n_flows: int, concurrency: int, seed: int = 0) -> dict:
+def run(mode: str, n_flows: int, concurrency: int, seed: int = 0, bin_s: float | None = 0.01) -> dict:
     """Closed loop: ``concurrency`` compute nodes each alternate a short compute gap and one HBM→node flow."""
     mesh = Mesh(6, 4, 384.0, 1e-8)
     ring = [n for n in range(mesh.n_nodes) if mesh.is_ring(n)]
     hbm = ring[: 24 - concurrency] if concurrency < 24 else ring[:1]
     compute = [n for n in range(mesh.n_nodes) if n not in hbm][:concurrency]
-    net = FlowNetwork(mesh, port_gbps={h: 600.0 for h in hbm}, sharing=mode, bin_s=0.01)
+    net = FlowNetwork(mesh, port_gbps={h: 600.0 for h in hbm}, sharing=mode, bin_s=bin_s)
     rng = np.random.default_rng(seed)
     nbytes = rng.uniform(1e5, 4e6, n_flows)
     gaps = rng.exponential(5e-6, n_flows)
@@ -64,6 +64,7 @@ def run(mode: str, n_flows: int, concurrency: int, seed: int = 0) -> dict:
         "wall_s": wall,
         "us_per_flow": 1e6 * wall / n_flows,
         "recomputes": net.n_recomputes,
+        "rerated_per_recompute": net.n_rerated / max(net.n_recomputes, 1),
         "sim_s": net.now_s,
     }
 
@@ -73,19 +74,27 @@ def main() -> None:
     ap.add_argument("--flows", type=int, default=50_000)
     ap.add_argument("--concurrency", type=int, default=16)
     args = ap.parse_args()
-    rows = [run(m, args.flows, args.concurrency) for m in SHARING_MODES]
+    import os
+
+    load0 = os.getloadavg()[0]
+    rows = [run(m, args.flows, args.concurrency, bin_s=b) for m in SHARING_MODES for b in (None, 0.01)]
+    load1 = os.getloadavg()[0]
     lines = [
         f"# NoI FlowNetwork speed ({args.flows} flows, target concurrency {args.concurrency})",
         "",
         "Command: `python benchmarks/bench_noi.py --flows %d --concurrency %g`" % (args.flows, args.concurrency),
         "",
-        "| sharing | flows | mean active flows | wall (s) | µs per flow (add+drain) | rate recomputations |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"Machine: {os.cpu_count()} CPUs, 1-min load average {load0:.1f} before / {load1:.1f} after (shared machine:",
+        "wall times scale with the load).",
+        "",
+        "| sharing | time bins | flows | mean active flows | wall (s) | µs per flow (add+drain) | rate recomputations |"
+        " flows re-rated per recomputation |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
+    for r, b in zip(rows, [b for _ in SHARING_MODES for b in (None, 0.01)]):
         lines.append(
-            f"| {r['mode']} | {r['flows']} | {r['mean_active']:.1f} | {r['wall_s']:.2f} | {r['us_per_flow']:.1f} |"
-            f" {r['recomputes']} |"
+            f"| {r['mode']} | {'10 ms' if b else 'off'} | {r['flows']} | {r['mean_active']:.1f} | {r['wall_s']:.2f} |"
+            f" {r['us_per_flow']:.1f} | {r['recomputes']} | {r['rerated_per_recompute']:.1f} |"
         )
     text = "\n".join(lines) + "\n"
     print(text)
