@@ -161,7 +161,7 @@ def fcfs_ttft(
     return out
 
 
-def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 2, n_t: int = 160) -> dict:
+def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 32, n_t: int = 128) -> dict:
     """Static batching as a sequence of batches (fluid, expected values), numpy over designs.
 
     Batch ``i`` (1-based) needs its ``B``-th member (arrival ``g_i = a0 + (iB − 1)/λ``) and a free slot: it forms
@@ -204,45 +204,86 @@ def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 2, n_t: int =
     m_max = curve.shape[-1]
     rows = np.arange(d)
     tau_m = curve[rows, np.clip(m.astype(np.int64) - 1, 0, m_max - 1)]
+    g_rate = 1.0 / tau_m
     g_t = tg[None, :] / tau_m[:, None]  # first sweep: all slots decoding
+    idx = np.arange(k_max, dtype=np.float64)
+    gform = fi.a0[:, None] + ((idx[None, :] + 1.0) * b[:, None] - 1.0) / lam[:, None]  # B-th member arrives
+    use = idx[None, :] < k_need_d[:, None]  # (D, K)
+    f = gform.copy()
+    # Jacobi sweeps over all batches at once (numpy over designs × batches × time): slot availability from the
+    # previous sweep's live curves, the flow shop by a cumulative max, then the decode-concurrency clock G.
     for _ in range(n_iter):
-        form = np.zeros((d, k_max))
-        first = np.zeros((d, k_max))
-        end = np.zeros((d, k_max))
-        alive = np.zeros((d, n_t))  # expected live batches (forming, prefilling or decoding)
-        dec = np.zeros((d, n_t))  # expected decoding batches
-        c_prev = np.full(d, -np.inf)
-        g_rate = 1.0 / tau_m
-        for i in range(k_max):
-            g = fi.a0 + ((i + 1) * b - 1.0) / lam
-            ok = (tg[None, :] >= g[:, None]) & (alive <= m[:, None] - 1.0 + 1e-6)
-            has = ok.any(axis=1)
-            f = np.where(has, tg[np.argmax(ok, axis=1)], np.maximum(g, tg[-1]))
-            f = np.maximum(f, g)
-            c = np.maximum(f + fi.pre_sum, c_prev + fi.pre_max)
-            g_c = _interp_rows(c, tg, g_t, g_rate)
-            w = np.maximum(g_t - g_c[:, None], 0.0)  # (D, T) full-pass units done since C_i
-            kk = np.empty_like(w)
-            a_i = np.empty_like(w)
-            for r in range(d):
-                kk[r] = np.interp(w[r], w_of_k[r], gk)
-                a_i[r] = np.interp(kk[r], gk, surv[r])
-            use = (i < k_need_d)[:, None]
-            after = (tg[None, :] >= c[:, None]) & use
-            during = (tg[None, :] >= f[:, None]) & ~after & use
-            alive += np.where(after, a_i, 0.0) + during
-            dec += np.where(after, a_i, 0.0)
-            form[:, i], first[:, i] = f, c
-            end[:, i] = _inv_rows(g_c + w_l1, tg, g_t, g_rate)
-            c_prev = c
+        pm = fi.pre_max[:, None]
+        c = idx[None, :] * pm + np.maximum.accumulate(f + fi.pre_sum[:, None] - idx[None, :] * pm, axis=1)
+        g_c = _interp_rows2(c, tg, g_t, g_rate)  # (D, K)
+        w = np.maximum(g_t[:, None, :] - g_c[:, :, None], 0.0)  # (D, K, T) full-pass units done since C_i
+        kk = interp_rows(w, w_of_k, np.broadcast_to(gk, w_of_k.shape))
+        a_i = interp_rows(kk, np.broadcast_to(gk, surv.shape), surv)
+        after = (tg[None, None, :] >= c[:, :, None]) & use[:, :, None]
+        during = (tg[None, None, :] >= f[:, :, None]) & ~after & use[:, :, None]
+        live = np.where(after, a_i, 0.0) + during  # (D, K, T)
+        before = np.cumsum(live, axis=1) - live  # live earlier batches
+        ok = (tg[None, None, :] >= gform[:, :, None]) & (before <= m[:, None, None] - 1.0 + 1e-6)
+        has = ok.any(axis=2)
+        f_new = np.maximum(np.where(has, tg[np.argmax(ok, axis=2)], np.maximum(gform, tg[-1])), gform)
+        dec = np.where(after, a_i, 0.0).sum(axis=1)  # expected decoding batches (D, T)
         dd = np.clip(dec, 1.0, m_max)
         lo = np.floor(dd).astype(np.int64)
         hi = np.minimum(lo + 1, m_max)
         wgt = dd - lo
         tau_t = np.take_along_axis(curve, lo - 1, axis=1) * (1 - wgt) + np.take_along_axis(curve, hi - 1, axis=1) * wgt
-        g_t = np.concatenate([np.zeros((d, 1)), np.cumsum(dt / tau_t[:, :-1], axis=1)], axis=1)
+        g_new = np.concatenate([np.zeros((d, 1)), np.cumsum(dt / tau_t[:, :-1], axis=1)], axis=1)
+        done = np.allclose(f_new, f, rtol=0, atol=1e-9) and np.allclose(g_new, g_t, rtol=1e-7, atol=1e-9)
+        f, g_t = f_new, g_new
+        if done:
+            break
+    pm = fi.pre_max[:, None]
+    first = idx[None, :] * pm + np.maximum.accumulate(f + fi.pre_sum[:, None] - idx[None, :] * pm, axis=1)
+    form = f
+    g_c = _interp_rows2(first, tg, g_t, g_rate)
+    end = _inv_rows2(g_c + w_l1[:, None], tg, g_t, g_rate)
     return dict(form=form, first=first, end=end, t=tg, G=g_t, g_rate_end=1.0 / tau_m, w_l1=w_l1, full=full,
                 w_of_k=w_of_k, dec=dec, k_used=k_need_d)
+
+
+def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """``np.interp`` row by row in one call: ``x (D, ...)`` against per-row tables ``xp, fp (D, G)``.
+
+    Rows are shifted apart by a constant larger than any row's span, so one monotone table serves all rows
+    (values outside a row's table clamp to its end values, as ``np.interp`` does).
+    """
+    d = xp.shape[0]
+    fp = np.broadcast_to(np.asarray(fp, dtype=np.float64), xp.shape)
+    lo = np.minimum(xp[:, 0], x.reshape(d, -1).min(axis=1))
+    hi = np.maximum(xp[:, -1], x.reshape(d, -1).max(axis=1))
+    span = float(np.max(hi - lo)) + 1.0
+    base = np.arange(d) * 2.0 * span
+    off = base - lo  # row r's values land in [2·span·r, 2·span·r + span)
+    shape = (d,) + (1,) * (x.ndim - 1)
+    xs = (x + off.reshape(shape)).ravel()
+    # Sentinels outside each row's band keep np.interp's end clamping per row.
+    xps = np.concatenate([(base - 0.25 * span)[:, None], xp + off[:, None], (base + 1.5 * span)[:, None]], axis=1)
+    fps = np.concatenate([fp[:, :1], fp, fp[:, -1:]], axis=1)
+    out = np.interp(xs, xps.ravel(), fps.ravel())
+    return out.reshape(x.shape)
+
+
+def _interp_rows2(x: np.ndarray, tg: np.ndarray, g: np.ndarray, rate_end: np.ndarray) -> np.ndarray:
+    """Row-wise G_r(x_r[...]) for ``x`` of shape (D, K); linear beyond the grid."""
+    out = np.empty_like(x, dtype=np.float64)
+    for r in range(x.shape[0]):
+        out[r] = np.interp(x[r], tg, g[r])
+    return out + np.maximum(x - tg[-1], 0.0) * rate_end[:, None]
+
+
+def _inv_rows2(y: np.ndarray, tg: np.ndarray, g: np.ndarray, rate_end: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`_interp_rows2` (G non-decreasing)."""
+    out = np.empty_like(y, dtype=np.float64)
+    for r in range(y.shape[0]):
+        gr = g[r]
+        inside = np.interp(y[r], gr + np.arange(gr.size) * 1e-12, tg)
+        out[r] = np.where(y[r] > gr[-1], tg[-1] + (y[r] - gr[-1]) / max(rate_end[r], 1e-300), inside)
+    return out
 
 
 def _interp_rows(x: np.ndarray, tg: np.ndarray, g: np.ndarray, rate_end: np.ndarray) -> np.ndarray:
