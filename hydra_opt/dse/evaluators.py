@@ -83,14 +83,16 @@ class HydraEvaluator:
 
     def __post_init__(self) -> None:
         from hydra_opt.evaluate import SimOptions
+        from hydra_opt.evaluate.estimator import EstimatorOptions
 
         self._sim_opts = _options(SimOptions, self.simulate_options, self.file, "simulate")
-        try:
-            from hydra_opt.evaluate import EstimatorOptions  # type: ignore[attr-defined]
-        except ImportError:
-            self._est_opts = dict(self.estimate_options) if self.estimate_options else None
-        else:
-            self._est_opts = _options(EstimatorOptions, self.estimate_options, self.file, "estimate")
+        est = dict(self.estimate_options or {})
+        # The estimate must describe the run the simulator performs: share the common settings unless given.
+        if self._sim_opts is not None:
+            for key in _SHARED_OPTIONS:
+                if key not in est and getattr(self._sim_opts, key, None) is not None:
+                    est[key] = getattr(self._sim_opts, key)
+        self._est_opts = _options(EstimatorOptions, est, self.file, "estimate")
 
     def design(self, design: Mapping[str, Any]) -> Any:
         from hydra_opt.system.design import DesignPoint
@@ -112,16 +114,26 @@ class HydraEvaluator:
         return list(feasibility(design, model))
 
     def estimate(self, design: Any, model: Any, workload: Any) -> dict[str, float]:
-        from hydra_opt.evaluate import estimate
+        from hydra_opt.evaluate.estimator import estimate
 
         est = estimate(design, model, workload, options=self._est_opts)
         return _metrics_of(est, design)
+
+    def estimate_many(self, designs: list[Any], model: Any, workload: Any) -> list[dict[str, float]]:
+        """Estimates of many designs at once (the estimator's vectorised design-space path)."""
+        from hydra_opt.evaluate.estimator import estimate_space
+
+        return [_metrics_of(e, d) for e, d in zip(estimate_space(designs, model, workload, options=self._est_opts), designs)]
 
     def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> SimOutcome:
         from hydra_opt.evaluate import simulate
 
         res = simulate(design, model, workload, seed=seed, options=self._sim_opts)
         return SimOutcome(_metrics_of(res, design), res)
+
+
+#: Settings that describe the evaluated run itself and must agree between estimator and simulator.
+_SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision")
 
 
 def _options(cls: Any, data: Mapping[str, Any] | None, file: str, key: str) -> Any:
@@ -134,13 +146,15 @@ def _options(cls: Any, data: Mapping[str, Any] | None, file: str, key: str) -> A
         return None
     data = dict(data)
     preset = data.pop("preset", None)
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in dataclasses.fields(cls)} - {"paper_preset"}
     for k in data:
         if k not in names:
             raise ConfigError(f"is not a known option; allowed: preset, {', '.join(sorted(names))}", file=file,
                               key=f"{key}.{k}")
     if preset not in (None, "paper", "default"):
         raise ConfigError("is not one of: default, paper", file=file, key=f"{key}.preset", value=preset)
+    if preset == "paper" and not hasattr(cls, "paper"):
+        raise ConfigError("has no paper preset", file=file, key=f"{key}.preset", value=preset)
     try:
         return cls.paper(**data) if preset == "paper" else cls(**data)
     except ConfigError as exc:

@@ -351,6 +351,7 @@ class DseObjective:
         live = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
         ahead = sum(1 for t in trial.study.get_trials(deepcopy=False, states=live) if t.number < trial.number)
         if ahead >= self.budget:
+            trial.set_user_attr("budget_overflow", True)  # created in a race at the budget's end; not an error
             raise _BudgetReached()
 
     def __call__(self, trial: optuna.Trial) -> Sequence[float]:
@@ -386,6 +387,11 @@ class DseObjective:
         if len(self.pairs) > 1:
             trial.set_user_attr("est_pairs", {p: {m.name: _finite(m.read(r)) for m in spec.objectives.needed()} for p, r in per_pair.items()})
         trial.set_user_attr(CONSTRAINTS_ATTR, [0.0] + spec.objectives.constraint_values(est))
+        if not all(math.isfinite(v) for v in spec.objectives.values(est)):
+            # e.g. an unbounded TTFT: the estimator predicts the design cannot serve the load; never promoted.
+            trial.set_user_attr("promotion", "non-finite-estimate")
+            report.promotion = Promotion(False, "non-finite-estimate")
+            raise optuna.TrialPruned("non-finite estimate")
 
         trials = trial.study.get_trials(deepcopy=False)
         # A design this study already simulated: reuse its values (same design, same simulation seed).
@@ -529,7 +535,9 @@ def open_study(spec: StudySpec, *, sampler: optuna.samplers.BaseSampler | None =
                 "study file or choose another --study-name", key="name", value=spec.name, file=spec.file,
             )
     else:
-        study.set_metric_names(spec.objectives.metric_names)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(spec.objectives.metric_names)
         study.set_user_attr(SPEC_ATTR, spec.fingerprint())
         study.set_user_attr("hydra_opt_pairs", spec.pair_keys)
         study.set_user_attr("hydra_opt_metrics", [m.name for m in spec.objectives.metrics])
@@ -584,6 +592,10 @@ def run_worker(
     evaluator = evaluator or spec.make_evaluator()
     seed = worker_seed(spec.seed, worker_index, n_existing)
     sampler = make_sampler(spec.sampler, seed=seed, grid=spec.space.grid() if spec.sampler.is_grid else None)
+    from hydra_opt.dse.fault import PerTrialSeedSampler
+
+    # Streams fixed by (study seed, trial number): no two workers anywhere share one (fault.py).
+    sampler = PerTrialSeedSampler(sampler, spec.seed)
     study = open_study(spec, sampler=sampler, storage_options=storage_options)
     if spec.n_trials is not None and count_finished(study) >= spec.n_trials:
         return
@@ -598,9 +610,20 @@ def run_worker(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.logging.set_verbosity(optuna.logging.ERROR)
-        study.optimize(
-            objective, n_trials=None, timeout=spec.timeout_s, callbacks=callbacks, catch=(_BudgetReached,),
-            gc_after_trial=False, show_progress_bar=False,
+        # fault.py: journal heartbeats, and staying until dead workers' trials are recovered so the budget is exact.
+        from hydra_opt.dse import fault
+
+        so = storage_options or StorageOptions()
+        func = fault.with_journal_heartbeat(objective, so.heartbeat_interval_s)
+        fault.optimize_until_budget(
+            study,
+            lambda left: study.optimize(
+                func, n_trials=None, timeout=left, callbacks=callbacks, catch=(_BudgetReached,),
+                gc_after_trial=False, show_progress_bar=False,
+            ),
+            budget=spec.n_trials, timeout_s=spec.timeout_s, poll_s=max(1.0, so.heartbeat_interval_s / 2),
+            journal_grace_s=so.grace_period_s if so.heartbeat_interval_s > 0 else 0.0,
+            max_retry=so.failed_trial_retries,
         )
 
 
