@@ -195,7 +195,7 @@ def test_vectorised_equals_scalar(llama, arxiv) -> None:
     a = space_arrays(ds, llama, arxiv, options=opts)
     for i, d in enumerate(ds):
         e = estimate(d, llama, arxiv, options=opts)
-        assert a["throughput_tok_s"][i] == pytest.approx(e.throughput_tok_s, rel=1e-9, abs=1e-9)
+        assert a["throughput_tok_s"][i] == pytest.approx(e.throughput_tok_s, rel=1e-6, abs=1e-9)  # fixed-point tolerance
         assert a["capacity_tok_s"][i] == pytest.approx(e.capacity_tok_s, rel=1e-9)
         if np.isfinite(e.ttft_mean_s):
             assert a["ttft_mean_s"][i] == pytest.approx(e.ttft_mean_s, rel=1e-6)
