@@ -44,8 +44,8 @@ def _study_file(tmp_path: Path, name: str = "s", sampler="tpe", n_trials: int = 
         "budget": {"n_trials": n_trials},
         "evaluator": "dse_fakes:make",
         "seed": 3,
-        **extra,
     }
+    doc.update(extra)
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(doc))
     return p
@@ -234,3 +234,12 @@ def test_two_workers_share_the_budget_exactly(tmp_path: Path) -> None:
     assert s.finished == 16
     assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials) == 16
     assert len({t.number for t in trials}) == len(trials)
+
+
+def test_simulation_cap(tmp_path: Path) -> None:
+    path = _study_file(tmp_path, n_trials=16, storage=_journal(tmp_path), budget={"n_trials": 16, "max_simulations": 3})
+    study, s = _run(path)
+    trials = study.get_trials(deepcopy=False)
+    simulated = {t.user_attrs["design_key"] for t in trials if "sim_wall_s" in t.user_attrs}
+    assert s.finished == 16 and len(simulated) == 3
+    assert any(t.user_attrs.get("promotion") == "simulation-budget" for t in trials)

@@ -20,7 +20,7 @@ from hydra_opt.dse.evaluators import Evaluator
 from hydra_opt.dse.objectives import ObjectiveSpec
 from hydra_opt.dse.report import hypervolume_2d, pareto_mask, select_bstar_mt
 
-__all__ = ["ExhaustiveResult", "run_exhaustive", "recovery"]
+__all__ = ["ExhaustiveResult", "run_exhaustive", "recovery", "screen"]
 
 
 @dataclass
@@ -86,7 +86,8 @@ def run_exhaustive(
         pairs: (model, workload) references.
         objectives: What to read and how to aggregate over pairs.
         evaluator: The evaluator (must be picklable when ``processes > 1``).
-        simulate: ``"all"``, or the number of feasible designs to simulate (uniform sample, ``seed``).
+        simulate: ``"all"``; ``"front:K"`` = the K designs nearest the estimated front (:func:`screen`); or the
+            number of feasible designs to simulate (uniform sample, ``seed``).
         seed: Seed of the sample.
         sim_seed: Seed of every simulation.
         processes: Worker processes for the simulations.
@@ -124,6 +125,8 @@ def run_exhaustive(
 
     if simulate == "all":
         chosen = idx
+    elif isinstance(simulate, str) and simulate.startswith("front:"):
+        chosen = screen(est, objectives, idx, int(simulate.split(":", 1)[1]))
     else:
         k = min(int(simulate), len(idx))
         chosen = np.sort(np.random.default_rng(seed).choice(idx, size=k, replace=False)) if k else idx[:0]
@@ -149,6 +152,30 @@ def run_exhaustive(
         for m in metrics:
             sim[m][i] = r[m]
     return ExhaustiveResult([dict(d) for d in designs], feasible, est, sim, est_wall, time.perf_counter() - t1)
+
+
+def screen(est: Mapping[str, np.ndarray], objectives: ObjectiveSpec, idx: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` feasible designs nearest the *estimated* front (HYDRA §VI-B: simulate the estimator's Pareto
+    candidates): by non-dominated rank, then by the first objective (best first); returned sorted by index."""
+    from hydra_opt.dse.pruner import _front_mask
+
+    names = [m.name for m in objectives.metrics]
+    pts = np.column_stack([est[m][idx] for m in names])
+    sign = np.array([-1.0 if m.direction == "maximize" else 1.0 for m in objectives.metrics])
+    pts = pts * sign
+    finite = np.all(np.isfinite(pts), axis=1)
+    rank = np.full(len(idx), np.iinfo(np.int64).max)
+    alive = finite.copy()
+    r = 0
+    while alive.any():
+        sub = np.flatnonzero(alive)
+        front = _front_mask(pts[sub])
+        rank[sub[front]] = r
+        alive[sub[front]] = False
+        r += 1
+    order = np.lexsort((pts[:, 0], rank))
+    order = order[finite[order]][:k]
+    return np.sort(idx[order])
 
 
 def recovery(

@@ -90,6 +90,8 @@ class StudySpec:
         sampler: The sampler choice.
         pruner: Promotion settings.
         n_trials: Total budget of finished trials over the whole study (None = unbounded).
+        max_simulations: Cap on distinct simulated designs over the whole study (None = none); once reached,
+            trials are still estimated but end PRUNED (``promotion: simulation-budget``).
         timeout_s: Wall-time limit of one invocation, s (None = none).
         storage: Storage URL.
         artifact_dir: Folder of the artifact store (None = no artifacts).
@@ -109,6 +111,7 @@ class StudySpec:
     pruner: PrunerSpec = PrunerSpec()
     n_trials: int | None = 100
     timeout_s: float | None = None
+    max_simulations: int | None = None
     storage: str = ""
     artifact_dir: Path | None = None
     seed: int = 0
@@ -253,12 +256,15 @@ def parse_study_spec(root: Node) -> StudySpec:
 
     n_trials: int | None = 100
     timeout_s: float | None = None
+    max_simulations: int | None = None
     if root.has("budget"):
         bn = root.get("budget").mapping()
         n_trials = bn.get("n_trials", 100).int(minimum=1, maximum=10**7)
         if bn.has("timeout_s"):
             timeout_s = bn.get("timeout_s").number(positive=True, maximum=10**8)
-        bn.done(["n_trials", "timeout_s"])
+        if bn.has("max_simulations"):
+            max_simulations = bn.get("max_simulations").int(minimum=1, maximum=10**7)
+        bn.done(["n_trials", "timeout_s", "max_simulations"])
 
     stem = Path(root.file).stem
     if root.has("storage"):
@@ -290,7 +296,7 @@ def parse_study_spec(root: Node) -> StudySpec:
     )
     return StudySpec(
         name=name, file=root.file, pairs=tuple(pairs), space=space, objectives=objectives, sampler=sampler,
-        pruner=pruner, n_trials=n_trials, timeout_s=timeout_s, storage=storage, artifact_dir=artifact_dir,
+        pruner=pruner, n_trials=n_trials, timeout_s=timeout_s, max_simulations=max_simulations, storage=storage, artifact_dir=artifact_dir,
         seed=seed, sim_seed=sim_seed, estimate_options=est_opts, simulate_options=sim_opts or None,
         evaluator=evaluator,
     )
@@ -412,6 +418,11 @@ class DseObjective:
             decision = self.pruner.decide_among(trials, me, trial.study.directions)
         else:
             decision = Promotion(True, "all")
+        if decision.promoted and spec.max_simulations is not None:
+            simulated = {t.user_attrs.get("design_key") for t in trials
+                         if t.number != trial.number and "sim_wall_s" in t.user_attrs}
+            if len(simulated) >= spec.max_simulations:
+                decision = Promotion(False, "simulation-budget", decision.rank, decision.pool)
         report.promotion = decision
         trial.set_user_attr("promotion", decision.reason)
         trial.set_user_attr("est_rank", decision.rank)
