@@ -161,7 +161,7 @@ def fcfs_ttft(
     return out
 
 
-def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 32, n_t: int = 128) -> dict:
+def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 2, n_t: int = 96) -> dict:
     """Static batching as a sequence of batches (fluid, expected values), numpy over designs.
 
     Batch ``i`` (1-based) needs its ``B``-th member (arrival ``g_i = a0 + (iB − 1)/λ``) and a free slot: it forms
@@ -174,7 +174,7 @@ def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 32, n_t: int 
     Decode speed depends on how many batches decode at once, ``d(t)`` (expected live batches past prefill): a
     full pass takes ``τ_B(d) = d / X_MVA(d)``. Fewer members make passes cheaper: in full-pass units the first ``K``
     passes are ``W(K) = (τ0·K + τ1·B·E[min(S, K)]) / (τ0 + τ1·B)``. With ``G(t) = ∫ dt / τ_B(d(t))`` batch ``i``
-    has done ``W = G(t) − G(C_i)``. The sequence and ``d(t)`` are solved by fixed-point sweeps.
+    has done ``W = G(t) − G(C_i)``. The sequence and ``d(t)`` are solved by two Gauss–Seidel sweeps.
 
     Args:
         fi: As :func:`slot_curves`, plus ``tauB_curve`` ``(D, m_max)`` (``τ_B(d)`` for d = 1..m_max), ``t_end``
@@ -208,38 +208,39 @@ def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 32, n_t: int 
     g_t = tg[None, :] / tau_m[:, None]  # first sweep: all slots decoding
     idx = np.arange(k_max, dtype=np.float64)
     gform = fi.a0[:, None] + ((idx[None, :] + 1.0) * b[:, None] - 1.0) / lam[:, None]  # B-th member arrives
-    use = idx[None, :] < k_need_d[:, None]  # (D, K)
-    f = gform.copy()
-    # Jacobi sweeps over all batches at once (numpy over designs × batches × time): slot availability from the
-    # previous sweep's live curves, the flow shop by a cumulative max, then the decode-concurrency clock G.
+    gk_rows = np.broadcast_to(gk, w_of_k.shape)
+    # Gauss–Seidel sweeps: batches in order (numpy over designs × time), then the decode clock G from the
+    # expected number of decoding batches; a few sweeps reach the fixed point.
     for _ in range(n_iter):
-        pm = fi.pre_max[:, None]
-        c = idx[None, :] * pm + np.maximum.accumulate(f + fi.pre_sum[:, None] - idx[None, :] * pm, axis=1)
-        g_c = _interp_rows2(c, tg, g_t, g_rate)  # (D, K)
-        w = np.maximum(g_t[:, None, :] - g_c[:, :, None], 0.0)  # (D, K, T) full-pass units done since C_i
-        kk = interp_rows(w, w_of_k, np.broadcast_to(gk, w_of_k.shape))
-        a_i = interp_rows(kk, np.broadcast_to(gk, surv.shape), surv)
-        after = (tg[None, None, :] >= c[:, :, None]) & use[:, :, None]
-        during = (tg[None, None, :] >= f[:, :, None]) & ~after & use[:, :, None]
-        live = np.where(after, a_i, 0.0) + during  # (D, K, T)
-        before = np.cumsum(live, axis=1) - live  # live earlier batches
-        ok = (tg[None, None, :] >= gform[:, :, None]) & (before <= m[:, None, None] - 1.0 + 1e-6)
-        has = ok.any(axis=2)
-        f_new = np.maximum(np.where(has, tg[np.argmax(ok, axis=2)], np.maximum(gform, tg[-1])), gform)
-        dec = np.where(after, a_i, 0.0).sum(axis=1)  # expected decoding batches (D, T)
+        form = np.zeros((d, k_max))
+        first = np.zeros((d, k_max))
+        alive = np.zeros((d, n_t))  # expected live batches (forming, prefilling or decoding)
+        dec = np.zeros((d, n_t))  # expected decoding batches
+        c_prev = np.full(d, -np.inf)
+        for i in range(k_max):
+            g = gform[:, i]
+            ok = (tg[None, :] >= g[:, None]) & (alive <= m[:, None] - 1.0 + 1e-6)
+            has = ok.any(axis=1)
+            f = np.maximum(np.where(has, tg[np.argmax(ok, axis=1)], np.maximum(g, tg[-1])), g)
+            c = np.maximum(f + fi.pre_sum, c_prev + fi.pre_max)
+            g_c = (np.interp(c[0], tg, g_t[0]) + max(c[0] - tg[-1], 0.0) * g_rate[0]) * np.ones(1) if d == 1 \
+                else _interp_rows2(c[:, None], tg, g_t, g_rate)[:, 0]
+            w = np.maximum(g_t - g_c[:, None], 0.0)  # (D, T) full-pass units done since C_i
+            a_i = interp_rows(interp_rows(w, w_of_k, gk_rows), gk_rows, surv)
+            use = (i < k_need_d)[:, None]
+            after = (tg[None, :] >= c[:, None]) & use
+            during = (tg[None, :] >= f[:, None]) & ~after & use
+            live_dec = np.where(after, a_i, 0.0)
+            alive += live_dec + during
+            dec += live_dec
+            form[:, i], first[:, i] = f, c
+            c_prev = c
         dd = np.clip(dec, 1.0, m_max)
         lo = np.floor(dd).astype(np.int64)
         hi = np.minimum(lo + 1, m_max)
         wgt = dd - lo
         tau_t = np.take_along_axis(curve, lo - 1, axis=1) * (1 - wgt) + np.take_along_axis(curve, hi - 1, axis=1) * wgt
-        g_new = np.concatenate([np.zeros((d, 1)), np.cumsum(dt / tau_t[:, :-1], axis=1)], axis=1)
-        done = np.allclose(f_new, f, rtol=0, atol=1e-9) and np.allclose(g_new, g_t, rtol=1e-7, atol=1e-9)
-        f, g_t = f_new, g_new
-        if done:
-            break
-    pm = fi.pre_max[:, None]
-    first = idx[None, :] * pm + np.maximum.accumulate(f + fi.pre_sum[:, None] - idx[None, :] * pm, axis=1)
-    form = f
+        g_t = np.concatenate([np.zeros((d, 1)), np.cumsum(dt / tau_t[:, :-1], axis=1)], axis=1)
     g_c = _interp_rows2(first, tg, g_t, g_rate)
     end = _inv_rows2(g_c + w_l1[:, None], tg, g_t, g_rate)
     return dict(form=form, first=first, end=end, t=tg, G=g_t, g_rate_end=1.0 / tau_m, w_l1=w_l1, full=full,
@@ -253,6 +254,8 @@ def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     (values outside a row's table clamp to its end values, as ``np.interp`` does).
     """
     d = xp.shape[0]
+    if d == 1:
+        return np.interp(x[0], xp[0], np.broadcast_to(fp, xp.shape)[0])[None]
     fp = np.broadcast_to(np.asarray(fp, dtype=np.float64), xp.shape)
     lo = np.minimum(xp[:, 0], x.reshape(d, -1).min(axis=1))
     hi = np.maximum(xp[:, -1], x.reshape(d, -1).max(axis=1))
