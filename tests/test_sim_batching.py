@@ -37,10 +37,11 @@ def test_static_batch_runs_to_completion_without_refill():
 
 def test_continuous_batching_refills_at_pass_boundaries():
     res = _run([0, 0, 0], [4, 4, 4], [1, 3, 3], batching="continuous", max_batch=2, max_batches=1)
-    # Pass 1 {r0, r1} prefill (S): r0 done, r2 admitted. Pass 2 mixes r1 decode and r2 prefill: two tasks on the
-    # same chiplet, 2S. Pass 3 both decode (S): r1 done. Pass 4 r2 decode (S).
+    # Prefill pass {r0, r1} (0-S): r0 done; r2 admitted into the free prefill stream, r1 moves to the decode stream.
+    # Both streams queue on the lone chiplet: r2's prefill S-2S, r1's decode 2S-3S (r2 waits for the decode stream
+    # to finish its pass). Decode {r1, r2} 3S-4S: r1 done. Decode {r2} 4S-5S.
     np.testing.assert_allclose(res.raw.finish_s, [S, 4 * S, 5 * S])
-    np.testing.assert_allclose(res.raw.first_token_s, [S, S, 3 * S])
+    np.testing.assert_allclose(res.raw.first_token_s, [S, S, 2 * S])
 
 
 def test_static_waits_for_a_full_batch():

@@ -6,9 +6,9 @@ The policies work on plain state — a FIFO of waiting request ids, per-request 
 * **Static** (:class:`StaticBatcher`): wait until ``max_batch`` requests are waiting, take exactly that many, run
   the batch until its longest request finishes; finished requests leave, nobody joins (no refill). Memory for the
   whole request (prompt + requested output tokens) is reserved at admission, so static batches never preempt.
-* **Continuous** (:class:`ContinuousBatcher`): at every pass boundary of a batch, admit waiting requests while the
-  batch has fewer than ``max_batch`` requests, the pass's new-token count stays within ``token_budget`` and their
-  memory (prompt KV pages + SSM state) fits. KV grows one page at a time during decode; if a page cannot be
+* **Continuous** (:class:`ContinuousBatcher`): whenever a batch's prefill stream is free, admit waiting requests
+  while the batch has fewer than ``max_batch`` requests, the prefill pass's token count stays within
+  ``token_budget`` and their memory (prompt KV pages + SSM state) fits. KV grows one page at a time during decode; if a page cannot be
   allocated the running request with the fewest generated tokens is preempted (memory freed, request re-queued,
   recomputed on resume) — vLLM-style [HYDRA ref. 16].
 """
@@ -178,8 +178,8 @@ class ContinuousBatcher:
 
     Args:
         max_batch: Maximum requests in one batch.
-        token_budget: Maximum new tokens processed in one pass (Σq); a lone request that exceeds it is still
-            admitted into an empty batch so long prompts cannot starve.
+        token_budget: Maximum new tokens of one prefill pass (Σq over the requests admitted together); a request
+            that exceeds it alone is still admitted when no other prefill is pending, so long prompts cannot starve.
         first_pass_tokens: ``rid -> (new tokens, context tokens to hold)`` of the request's next pass if admitted.
     """
 
@@ -202,7 +202,7 @@ class ContinuousBatcher:
 
         Args:
             members: Current members (mutated: admitted ids are appended).
-            pass_tokens: New tokens the current members will process in the next pass.
+            pass_tokens: Prefill tokens already pending for the next prefill pass.
             queue: Waiting requests (admitted ones are removed).
             mem: Memory pools; admitted requests get their first pass's KV pages and state.
 
@@ -212,7 +212,7 @@ class ContinuousBatcher:
         while queue and len(members) < self.max_batch:
             rid = queue[0]
             new, hold = self.first_pass_tokens(rid)
-            if members and pass_tokens + new > self.token_budget:
+            if pass_tokens > 0 and pass_tokens + new > self.token_budget:
                 break
             if not mem.ensure(rid, hold):
                 break

@@ -71,17 +71,28 @@ class _Task:
         self.flow_open = False
 
 
+class _Part:
+    """The requests of one phase in one pass of a batch; walks the blocks independently of the other phase."""
+
+    __slots__ = ("batch", "phase", "rids", "vals", "block", "prev_chip", "epochs")
+
+    def __init__(self, batch, phase, rids, vals):
+        self.batch = batch
+        self.phase = phase
+        self.rids = rids
+        self.vals = vals
+        self.block = 0
+        self.prev_chip = -1
+
+
 class _Batch:
-    __slots__ = ("bid", "members", "block", "parts", "pending", "prev_chip", "last_chip")
+    __slots__ = ("bid", "members", "pre", "dec")
 
     def __init__(self, bid: int, members: list[int]):
         self.bid = bid
         self.members = members
-        self.block = 0
-        self.parts: list[tuple[str, list[int], list]] = []
-        self.pending = 0
-        self.prev_chip = -1
-        self.last_chip = -1
+        self.pre: _Part | None = None  # prefill pass in flight
+        self.dec: _Part | None = None  # decode pass in flight
 
 
 @dataclass
@@ -108,6 +119,7 @@ class RawRun:
     chip_names: list[str]
     link_util: np.ndarray
     link_series: tuple[np.ndarray, np.ndarray] | None
+    mem_port_util: np.ndarray
     mem_capacity: np.ndarray
     mem_peak: np.ndarray
     mem_mean: np.ndarray
@@ -213,6 +225,8 @@ class Engine:
 
             self.net = FlowNetwork(mesh, port_gbps=port_bw, sharing="maxmin", bin_s=options.link_bins_s)
         port_res = {nd: mesh.n_links + i for i, nd in enumerate(sorted(port_bw))}
+        self.port_res = port_res
+        self.port_bw = port_bw
         caps = [self.link_bps] * mesh.n_links + [port_bw[nd] * 1e9 for nd in sorted(port_bw)]
         if self.sharing == "equal":
             from hydra_opt.evaluate.simulator.flows import EqualShareFlows
@@ -250,6 +264,7 @@ class Engine:
             self.batcher = ContinuousBatcher(
                 self.max_batch, options.token_budget, lambda r: (self.prompt[r] + self.gen[r], self.prompt[r] + self.gen[r])
             )
+            self.batcher.form = self._form_empty  # new batches are filled by their first prefill admission
         else:
             self.batcher = StaticBatcher(self.max_batch, lambda r: self.prompt[r] + self.out[r])
         self.max_batches = int(options.max_batches or max(1, self.nc))
@@ -263,7 +278,8 @@ class Engine:
         self.admit_t = [_INF] * n
         self.finish_t = [_INF] * n
         self.npre = [0] * n
-        self.resume: set[int] = set()
+        self.stage = [0] * n  # 0 needs prefill, 1 prefill in flight, 2 decoding
+        self.epoch = [0] * n  # bumped on preemption
         self.run_task: list[_Task | None] = [None] * self.nc
         self.queue: deque[int] = deque()
         self.running: set[int] = set()
@@ -390,8 +406,29 @@ class Engine:
                     self.bins[b, r] += nbytes * frac
 
     # ----------------------------------------------------------------------------------------------- batching
+    # A batch runs two independent pass streams: a prefill stream (requests that need their context computed:
+    # new, or resumed after preemption) and a decode stream (one token per request per pass). Each stream walks
+    # the blocks on its own chiplets; a request moves from the prefill to the decode stream when its prefill pass
+    # ends. So decode steps never wait for another request's prefill (prefill and decode chiplets are separate in
+    # HYDRA's systems). Static batching uses the same machinery without admissions: one prefill pass, then decode
+    # passes until the last request finishes.
+
+    def _form_empty(self, queue, mem):
+        """Continuous: a new batch starts empty; :meth:`_start_prefill` admits into it."""
+        head = queue[0]
+        if not mem.ensure(head, self.prompt[head] + self.gen[head]):
+            return None
+        queue.popleft()
+        return [head]
+
     def _try_form(self) -> None:
         queue = self.queue
+        if self.continuous:
+            for b in list(self.batches.values()):
+                if not queue:
+                    return
+                if b.pre is None and len(b.members) < self.max_batch:
+                    self._start_prefill(b)
         while queue and len(self.batches) < self.max_batches:
             members = self.batcher.form(queue, self.mem)
             if members is None and not self.continuous and self.arrivals_done:
@@ -407,12 +444,13 @@ class Engine:
             self.batches[b.bid] = b
             for r in members:
                 self._admit(r, b)
-            self._start_pass(b)
+            self._start_prefill(b)
 
     def _admit(self, r: int, b: _Batch) -> None:
         self.status[r] = RUNNING
         self.where[r] = b.bid
         self.admit_t[r] = self.now
+        self.stage[r] = 0
         self.running.add(r)
 
     def _reject(self, r: int) -> None:
@@ -429,13 +467,13 @@ class Engine:
         self.running.discard(v)
         self.status[v] = QUEUED
         self.where[v] = -1
+        self.stage[v] = 0
+        self.epoch[v] += 1  # any pass in flight with v no longer counts it
         self.npre[v] += 1
         self.preempt_events += 1
         if self.opt.preempt_restart:
             self.discarded += self.gen[v]
             self.gen[v] = 0
-        elif self.gen[v] > 0:
-            self.resume.add(v)
         if self.opt.preempt_requeue == "front":
             self.queue.appendleft(v)
         else:
@@ -451,6 +489,7 @@ class Engine:
                 b = self.batches.get(self.where[r])
                 if b is not None:
                     b.members.remove(r)
+                self.epoch[r] += 1
                 self._reject(r)
                 return False
             gen = self.gen
@@ -461,90 +500,88 @@ class Engine:
         return True
 
     # --------------------------------------------------------------------------------------------- passes
-    def _start_pass(self, b: _Batch) -> None:
-        if self.continuous:
-            for r in list(b.members):
-                if self.where[r] == b.bid:
-                    self._ensure(r)
-        members = b.members
-        if not members:
-            self._end_batch(b)
+    def _start_prefill(self, b: _Batch) -> None:
+        """Start the batch's prefill stream if idle (continuous: after admitting from the queue)."""
+        if b.pre is not None:
             return
+        stage, prompt, gen = self.stage, self.prompt, self.gen
+        if self.continuous and self.queue and len(b.members) < self.max_batch:
+            pending = sum(prompt[r] + gen[r] for r in b.members if stage[r] == 0)
+            before = len(b.members)
+            self.batcher.refill(b.members, pending, self.queue, self.mem)
+            for r in b.members[before:]:
+                self._admit(r, b)
+        rids = [r for r in b.members if stage[r] == 0]
+        if not rids:
+            return
+        qs = [prompt[r] + gen[r] for r in rids]
+        agg = np.array([1.0, len(rids), float(sum(qs)), 0.0, float(sum(q * q for q in qs)), 0.0])
+        for r in rids:
+            stage[r] = 1
+        part = _Part(b, "prefill", rids, (self.K @ agg).tolist())
+        part.epochs = [self.epoch[r] for r in rids]
+        b.pre = part
+        self._dispatch(part)
+
+    def _start_decode(self, b: _Batch) -> None:
+        """Start the batch's decode stream if idle: one pass over every decoding member."""
+        if b.dec is not None:
+            return
+        stage = self.stage
+        if self.continuous:
+            for r in [r for r in b.members if stage[r] == 2]:
+                if self.where[r] == b.bid and stage[r] == 2:
+                    self._ensure(r)
+        rids = [r for r in b.members if stage[r] == 2]
+        if not rids:
+            return
+        cap = self.model.max_context
         prompt, gen = self.prompt, self.gen
-        pre: list[int] = []
-        dec: list[int] = []
-        for r in members:
-            if gen[r] == 0 or self._needs_prefill(r):
-                pre.append(r)
-            else:
-                dec.append(r)
-        parts = []
-        K = self.K
-        if pre:
-            qs = [prompt[r] + gen[r] for r in pre]
-            s = float(sum(qs))
-            agg = np.array([1.0, len(pre), s, 0.0, float(sum(q * q for q in qs)), 0.0])
-            parts.append(("prefill", pre, (K @ agg).tolist()))
-        if dec:
-            cap = self.model.max_context
-            cs = [min(prompt[r] + gen[r] - 1, cap) for r in dec]
-            sc = float(sum(cs))
-            agg = np.array([1.0, len(dec), float(len(dec)), sc, float(len(dec)), sc])
-            parts.append(("decode", dec, (K @ agg).tolist()))
-        b.parts = parts
-        b.block = 0
-        b.prev_chip = -1
-        self._sample_mem()
-        self._dispatch(b)
+        cs = [min(prompt[r] + gen[r] - 1, cap) for r in rids]
+        sc = float(sum(cs))
+        n = float(len(rids))
+        agg = np.array([1.0, n, n, sc, n, sc])
+        part = _Part(b, "decode", rids, (self.K @ agg).tolist())
+        part.epochs = [self.epoch[r] for r in rids]
+        b.dec = part
+        self._dispatch(part)
 
-    def _needs_prefill(self, r: int) -> bool:
-        # A request resumed after preemption (keeping its tokens) recomputes its context in one prefill pass.
-        return r in self.resume
+    def _dispatch(self, part: _Part) -> None:
+        blk = part.block
+        self._ready(_Task(part, blk, part.phase, self.families[blk], self.block_mem_xy[blk], part.vals))
 
-    def _next_new_tokens(self, r: int) -> int:
-        return self.prompt[r] + self.gen[r] if (self.gen[r] == 0 or r in self.resume) else 1
-
-    def _dispatch(self, b: _Batch) -> None:
-        blk = b.block
-        fam = self.families[blk]
-        mxy = self.block_mem_xy[blk]
-        b.pending = len(b.parts)
-        for phase, _, vals in b.parts:
-            self._ready(_Task(b, blk, phase, fam, mxy, vals))
-
-    def _end_pass(self, b: _Batch) -> None:
+    def _end_part(self, part: _Part) -> None:
+        """A pass of one stream went through every block: emit one token per (still admitted) request."""
         now = self.now
-        bid = b.bid
+        b = part.batch
         emitted = 0
-        where, gen, out = self.where, self.gen, self.out
-        for phase, rids, _ in b.parts:
-            for r in rids:
-                if where[r] != bid:
-                    continue  # preempted while the pass was in flight
-                gen[r] += 1
-                emitted += 1
-                if phase == "prefill":
-                    self.resume.discard(r)
-                if self.first_t[r] == _INF:
-                    self.first_t[r] = now
-                    self.first_bs[r] = now - self.admit_t[r]
-                if gen[r] >= out[r]:
-                    self._complete(r, b)
+        gen, out, epoch, stage = self.gen, self.out, self.epoch, self.stage
+        prefill = part.phase == "prefill"
+        for r, ep in zip(part.rids, part.epochs):
+            if epoch[r] != ep:
+                continue  # preempted while the pass was in flight
+            gen[r] += 1
+            emitted += 1
+            if prefill:
+                stage[r] = 2
+            if self.first_t[r] == _INF:
+                self.first_t[r] = now
+                self.first_bs[r] = now - self.admit_t[r]
+            if gen[r] >= out[r]:
+                self._complete(r, b)
         if emitted:
             self.tokens += emitted
             self.token_t.append(now)
             self.token_n.append(emitted)
-        if self.continuous:
-            members = b.members
-            pass_tokens = sum(self._next_new_tokens(r) for r in members)
-            before = len(members)
-            self.batcher.refill(members, pass_tokens, self.queue, self.mem)
-            for r in members[before:]:
-                self._admit(r, b)
-        if b.members:
-            self._start_pass(b)
+        if prefill:
+            b.pre = None
         else:
-            self._end_batch(b)
+            b.dec = None
+        self._sample_mem()
+        self._start_prefill(b)
+        self._start_decode(b)
+        if b.pre is None and b.dec is None and not b.members:
+            self.batches.pop(b.bid, None)
         self._try_form()
 
     def _complete(self, r: int, b: _Batch) -> None:
@@ -555,9 +592,6 @@ class Engine:
         self.mem.free(r)
         b.members.remove(r)
         self.n_done += 1
-
-    def _end_batch(self, b: _Batch) -> None:
-        self.batches.pop(b.bid, None)
 
     # ----------------------------------------------------------------------------------------------- tasks
     def _ready(self, task: _Task) -> None:
@@ -656,16 +690,13 @@ class Engine:
         self.run_task[c] = None
         self.view.load[c] -= 1
         self.busy_s[c] += self.now - task.start
-        b = task.batch
-        b.last_chip = c
-        b.pending -= 1
-        if b.pending == 0:
-            b.prev_chip = c
-            b.block += 1
-            if b.block < self.model.n_blocks:
-                self._dispatch(b)
-            else:
-                self._end_pass(b)
+        part = task.batch
+        part.prev_chip = c
+        part.block += 1
+        if part.block < self.model.n_blocks:
+            self._dispatch(part)
+        else:
+            self._end_part(part)
         if not self.busy[c]:  # advancing the batch may already have started a task here
             self._start_next(c)
 
@@ -678,6 +709,21 @@ class Engine:
             for h, u in enumerate(self.mem._used):
                 mi[h] += u * dt
         self.mem_t = now
+
+    def _port_util(self, end: float) -> np.ndarray:
+        """Utilisation of each memory chiplet's interface bandwidth over the run (fraction, per memory)."""
+        if end <= 0:
+            return np.zeros(len(self.sys.mem_node))
+        out = []
+        for m, nd in enumerate(self.sys.mem_node):
+            if self.net is not None:
+                r = self.net.port(nd)
+                carried = float(self.net.carried_bytes()[r]) if r is not None else 0.0
+            else:
+                carried = self.link_bytes[self.port_res[nd]]
+            share = self.sys.memories[m].bw_gbps / self.port_bw[nd]
+            out.append(carried * share / (self.sys.memories[m].bw_gbps * 1e9 * end))
+        return np.asarray(out)
 
     def _check(self) -> None:
         """Invariants (debug mode): memory within capacity, request conservation, token conservation."""
@@ -739,6 +785,7 @@ class Engine:
             chip_names=[c.name for c in self.sys.chiplets],
             link_util=np.asarray(link_util),
             link_series=series,
+            mem_port_util=self._port_util(end),
             mem_capacity=self.mem.capacity.copy(),
             mem_peak=self.mem.peak.copy(),
             mem_mean=np.asarray(self.mem_int) / end if end > 0 else np.asarray(self.mem_int),

@@ -61,6 +61,7 @@ class SimResult:
     link_util_mean: float
     link_util_max: float
     link_util: list[float]
+    hbm_bw_util: list[float]
     hbm_peak_frac: float
     hbm_mean_frac: float
     energy_j: float
@@ -106,6 +107,7 @@ class SimResult:
             f"  max {busy.max() if busy.size else 0:.1%}",
             f"link utilisation  mean {self.link_util_mean:.1%}  max {self.link_util_max:.1%}",
             f"HBM occupancy     mean {self.hbm_mean_frac:.1%}  peak {self.hbm_peak_frac:.1%} (of runtime capacity)",
+            f"HBM bandwidth     " + "  ".join(f"{u:.0%}" for u in self.hbm_bw_util) + " (per memory chiplet)",
             f"energy            {self.energy_j:.3f} J  ({self.energy_per_token_j * 1e3:.4f} mJ/token)",
         ]
         return "\n".join(lines)
@@ -213,6 +215,7 @@ def _summarize(raw: RawRun, options: SimOptions, *, design: str, model: str, wor
         link_util_mean=float(lu.mean()) if lu.size else 0.0,
         link_util_max=float(lu.max()) if lu.size else 0.0,
         link_util=[float(x) for x in lu],
+        hbm_bw_util=[float(x) for x in raw.mem_port_util],
         hbm_peak_frac=float(raw.mem_peak.sum() / capsum) if capsum > 0 else math.nan,
         hbm_mean_frac=float(raw.mem_mean.sum() / capsum) if capsum > 0 else math.nan,
         energy_j=float(energy),
