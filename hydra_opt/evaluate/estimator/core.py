@@ -319,19 +319,51 @@ def _library():
     return ChipletLibrary.default()
 
 
-def hbm_port_cap_gbps(n_mem, mem_bw_gbps, d2d_bw_gbps, grid_w: int = 6, grid_h: int = 4):
-    """Deliverable memory bandwidth of ``n_mem`` ring-placed memories, GB/s (numpy-broadcasting).
+@lru_cache(maxsize=64)
+def _memory_link_reach(n_mem: int, grid_w: int, grid_h: int) -> tuple[float, ...]:
+    """Effective outgoing links of each of the first ``n_mem`` ring memories under XY routing.
 
-    Each memory serves at most its interface bandwidth and what its mesh links can carry: a ring slot has 3 links
-    (2 at the four corners; the artifact's ring order fills corners last, so corners hold memories only when
-    more than ``ring − 4`` are placed).
+    A flow from memory ``(x0, y0)`` leaves along x first (+x or −x) when the destination is in another column, and
+    along y only for destinations in its own column. With destinations spread over the free slots, the busiest
+    outgoing link carries fraction ``φ`` of the memory's traffic, so the memory can push at most ``link_bw / φ``:
+    the effective link count is ``1/φ`` (≈ 1.1 for a left/right-edge memory, ≈ 2 mid top/bottom edge).
     """
-    n = np.asarray(n_mem, dtype=np.float64)
-    ring = 2 * (grid_w + grid_h) - 4
-    corners = np.clip(n - (ring - 4), 0, 4)
-    links = 3.0 * (n - corners) + 2.0 * corners
-    per_link = np.minimum(np.asarray(d2d_bw_gbps, dtype=np.float64), np.asarray(mem_bw_gbps, dtype=np.float64))
-    return np.minimum(n * np.asarray(mem_bw_gbps, dtype=np.float64), links * per_link)
+    from hydra_opt.system.placement import ring_order
+
+    order = ring_order(grid_w, grid_h)[:n_mem]
+    mem = set(order)
+    dests = [(n // grid_h, n % grid_h) for n in range(grid_w * grid_h) if n not in mem]
+    out = []
+    for node in order:
+        x0, y0 = node // grid_h, node % grid_h
+        use: dict[tuple[int, int], int] = {}
+        for x, y in dests:
+            if x != x0:
+                key = (1 if x > x0 else -1, 0)
+            elif y != y0:
+                key = (0, 1 if y > y0 else -1)
+            else:
+                continue
+            use[key] = use.get(key, 0) + 1
+        tot = sum(use.values())
+        out.append(tot / max(use.values()) if use else 1.0)
+    return tuple(out)
+
+
+def hbm_port_cap_gbps(n_mem, mem_bw_gbps, d2d_bw_gbps, grid_w: int = 6, grid_h: int = 4):
+    """Deliverable memory bandwidth of ``n_mem`` ring-placed memories, GB/s (numpy-broadcasting over designs).
+
+    Each memory serves at most its interface bandwidth and what its busiest outgoing mesh link allows under XY
+    routing (:func:`_memory_link_reach`).
+    """
+    n_arr = np.atleast_1d(np.asarray(n_mem, dtype=np.int64))
+    bw = np.broadcast_to(np.asarray(mem_bw_gbps, dtype=np.float64), n_arr.shape)
+    d2d = np.broadcast_to(np.asarray(d2d_bw_gbps, dtype=np.float64), n_arr.shape)
+    out = np.empty(n_arr.shape)
+    for i, (n, b, l) in enumerate(zip(n_arr, bw, d2d)):
+        reach = np.array(_memory_link_reach(int(n), int(grid_w), int(grid_h)))
+        out[i] = np.minimum(b, reach * l).sum()
+    return out if np.ndim(n_mem) else float(out[0])
 
 
 def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = None, *, library=None) -> DesignInputs:
