@@ -238,6 +238,14 @@ class Engine:
         for src in set(system.mem_node):
             for dst in set(self.chip_node):
                 self.res_path[(src, dst)] = (*mesh.route(src, dst), port_res[src])
+        # Per (block, chiplet): (resources of the memory flow, its path latency); per chiplet pair: hand-off latency.
+        self.bc_path = [
+            [(self.res_path[(self.block_node[b], self.chip_node[c])],
+              self.hopm[self.block_node[b]][self.chip_node[c]] * self.hop_s) for c in range(self.nc)]
+            for b in range(nb)
+        ]
+        self.chip_lat = [[self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s for c in range(self.nc)]
+                         for a in range(self.nc)]
         self.link_bytes = [0.0] * len(caps)
         self.bin_s = options.link_bins_s if self.net is None else None
         self.bins = np.zeros((16, len(caps)))
@@ -611,7 +619,6 @@ class Engine:
                         break
 
     def _start_next(self, c: int) -> None:
-        assert not self.busy[c]
         view = self.view
         q = view.queues[c]
         if q:
@@ -635,11 +642,9 @@ class Engine:
         vals = task.vals
         tau = self.ctype[c]
         cs = max(vals[3 * tau][blk], vals[3 * tau + 1][blk])
-        b = task.batch
-        prev = b.prev_chip
+        prev = task.batch.prev_chip
         if prev >= 0 and prev != c:
-            hops = self.hopm[self.chip_node[prev]][self.chip_node[c]]
-            cs += hops * self.hop_s + 0.5 * vals[self.R_IO][blk] / self.link_bps
+            cs += self.chip_lat[prev][c] + 0.5 * vals[self.R_IO][blk] / self.link_bps
         nbytes = vals[self.R_MEM][blk]
         self.energy_dyn += vals[3 * tau + 2][blk]
         self.seq += 1
@@ -648,13 +653,9 @@ class Engine:
             task.flow_open = False
             heapq.heappush(self.heap, (now + cs, self.seq, _EV_COMPUTE, task, 0))
             return
-        src = self.block_node[blk]
-        dst = self.chip_node[c]
-        res = self.res_path[(src, dst)]
+        res, lat = self.bc_path[blk][c]
         task.res = res
         task.nbytes = nbytes
-        hops = self.hopm[src][dst]
-        lat = hops * self.hop_s
         # Weights/KV stream at the pace compute consumes them (double buffering): the flow's own rate cap is
         # bytes / compute time, so it never finishes before the compute and the task ends when its data is
         # delivered: max(compute, bytes / bandwidth share) + path latency (the roofline max, Sec. "opcost").
@@ -674,7 +675,8 @@ class Engine:
             task.flow_open = True
             self.flow_seq += 1
             self.flow_task[self.flow_seq] = task
-            self.net.add_flow(self.flow_seq, src, dst, nbytes, now, cap_gbps=cap / 1e9 if cap < _INF else None)
+            self.net.add_flow(self.flow_seq, self.block_node[blk], self.chip_node[c], nbytes, now,
+                              cap_gbps=cap / 1e9 if cap < _INF else None)
             self._net_changed = True
         else:  # no contention: the lone-flow time on its bottleneck resource
             caps = self.caps

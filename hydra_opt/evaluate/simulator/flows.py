@@ -24,16 +24,18 @@ class EqualShareFlows:
     def __init__(self, caps_bps: list[float], n_links: int) -> None:
         self.cap = list(caps_bps)
         self.on: list[set[int]] = [set() for _ in caps_bps]
+        self.share = list(caps_bps)  # cap / number of flows on the resource (cap when idle)
         self.n_links = n_links
         # fid -> [resources, remaining bytes, rate, t_last, version, own cap bytes/s, delivery latency s]
         self.flows: dict[int, list] = {}
         self.bytes_done = [0.0] * len(caps_bps)
 
     def _retime(self, fids: set[int], now: float, out: list) -> None:
-        cap, on, flows = self.cap, self.on, self.flows
+        flows = self.flows
+        get = self.share.__getitem__
         for g in fids:
             f = flows[g]
-            rate = min([cap[r] / len(on[r]) for r in f[0]])
+            rate = min(map(get, f[0]))
             if f[5] < rate:
                 rate = f[5]
             if rate == f[2]:
@@ -62,12 +64,13 @@ class EqualShareFlows:
             latency_s: Path latency added to the drain time to give the delivery time, s. The flow keeps its share
                 until delivery (a few ns longer than strictly needed; it saves one event per flow).
         """
-        on = self.on
+        on, share, cap = self.on, self.share, self.cap
         touched: set[int] = set()
         for r in resources:
             s = on[r]
             touched |= s
             s.add(fid)
+            share[r] = cap[r] / len(s)
         self.flows[fid] = [resources, float(nbytes), 0.0, now, 0, cap_bps, latency_s]
         touched.add(fid)
         out: list = []
@@ -82,14 +85,13 @@ class EqualShareFlows:
     def drain(self, fid: int, now: float) -> list[tuple[float, int, int]]:
         """Remove a drained flow; returns re-timed ``(drain time, fid, version)`` of the flows that sped up."""
         f = self.flows.pop(fid)
-        on = self.on
+        on, share, cap = self.on, self.share, self.cap
         touched: set[int] = set()
-        total = f[1] + 0.0
         for r in f[0]:
             s = on[r]
             s.discard(fid)
             touched |= s
-        del total
+            share[r] = cap[r] / len(s) if s else cap[r]
         out: list = []
         if touched:
             self._retime(touched, now, out)
