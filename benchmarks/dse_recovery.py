@@ -122,7 +122,7 @@ def search(args) -> None:
                     "workload": _pairs(args)[0][1], "search_space": str(ROOT / args.space),
                     "sampler": {"name": sampler, "args": ({"n_startup_trials": 10, "multivariate": True} if sampler == "tpe"
                                                           else {"population_size": 20} if sampler == "nsga2" else {})},
-                    "pruner": {"rule": "rank", "k_ranks": 1, "n_warmup_trials": args.warmup},
+                    "pruner": {"rule": "rank", "k_ranks": 1, "n_warmup_trials": 0, "min_estimates": args.min_estimates},
                     "budget": {"n_trials": args.n_trials, "max_simulations": n_sims},
                     "storage": f"journal:///{tmp}/j.log", "artifacts": False, "seed": seed,
                 }
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--sim-frac", type=float, default=0.02)
     ap.add_argument("--n-trials", type=int, default=150)
-    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--min-estimates", type=int, default=60)
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--samplers", nargs="+", default=["tpe", "nsga2", "random"])
     args = ap.parse_args(argv)

@@ -243,3 +243,18 @@ def test_simulation_cap(tmp_path: Path) -> None:
     simulated = {t.user_attrs["design_key"] for t in trials if "sim_wall_s" in t.user_attrs}
     assert s.finished == 16 and len(simulated) == 3
     assert any(t.user_attrs.get("promotion") == "simulation-budget" for t in trials)
+
+
+def test_estimate_only_phase_then_revisit_the_estimated_front(tmp_path: Path) -> None:
+    path = _study_file(tmp_path, n_trials=24, storage=_journal(tmp_path),
+                       pruner={"rule": "rank", "n_warmup_trials": 0, "min_estimates": 12})
+    study, s = _run(path)
+    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    assert s.finished == 24
+    collecting = [t for t in trials if t.user_attrs.get("promotion") == "collecting"]
+    assert collecting and all("sim_wall_s" not in t.user_attrs for t in collecting)
+    revisits = [t for t in trials if "revisit_of" in t.user_attrs]
+    assert revisits, "collected designs on the estimated front are proposed again"
+    by_number = {t.number: t for t in trials}
+    for t in revisits:
+        assert t.user_attrs["design"] == by_number[t.user_attrs["revisit_of"]].user_attrs["design"]

@@ -52,7 +52,7 @@ class Promotion:
 
     Attributes:
         promoted: Whether the trial is simulated.
-        reason: ``"warmup"``, ``"rank"``, ``"epsilon"``, ``"dominated"`` or ``"no-estimate"``.
+        reason: ``"warmup"``, ``"collecting"``, ``"rank"``, ``"epsilon"``, ``"dominated"`` or ``"no-estimate"``.
         rank: The trial's non-dominated rank (0 = on the estimated front), or -1 when not computed.
         pool: Number of estimated trials the decision looked at (including this one).
     """
@@ -154,6 +154,9 @@ class PromotionPruner(optuna.pruners.BasePruner):
         k_ranks: Number of leading non-dominated fronts that are promoted (``rank`` rule), ≥ 1.
         epsilon: Relative slack of the ``epsilon`` rule, ≥ 0 (0.05 = within 5 %).
         n_warmup_trials: Every trial is promoted while fewer than this many other estimated trials exist.
+        min_estimates: After the warm-up, no trial is promoted while fewer than this many other estimated trials
+            exist (reason ``collecting``); the study runner then re-proposes the collected designs that lie on
+            the estimated front, so they are simulated (useful with a tight simulation budget).
         prefix: User-attribute prefix of the estimates.
     """
 
@@ -165,6 +168,7 @@ class PromotionPruner(optuna.pruners.BasePruner):
         k_ranks: int = 1,
         epsilon: float = 0.05,
         n_warmup_trials: int = 10,
+        min_estimates: int = 0,
         prefix: str = "est_",
     ) -> None:
         if rule not in RULES:
@@ -175,6 +179,8 @@ class PromotionPruner(optuna.pruners.BasePruner):
             raise ValueError("epsilon must be a finite number >= 0")
         if n_warmup_trials < 0:
             raise ValueError("n_warmup_trials must be >= 0")
+        if min_estimates < 0:
+            raise ValueError("min_estimates must be >= 0")
         if not metrics:
             raise ValueError("metrics must not be empty")
         self.metrics = tuple(metrics)
@@ -182,6 +188,7 @@ class PromotionPruner(optuna.pruners.BasePruner):
         self.k_ranks = int(k_ranks)
         self.epsilon = float(epsilon)
         self.n_warmup_trials = int(n_warmup_trials)
+        self.min_estimates = int(min_estimates)
         self.prefix = prefix
 
     def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
@@ -211,6 +218,9 @@ class PromotionPruner(optuna.pruners.BasePruner):
         pool = len(others) + 1
         if len(others) < self.n_warmup_trials:
             return Promotion(True, "warmup", pool=pool)
+        if len(others) < self.min_estimates:
+            # Estimate-only phase: build the estimated front before spending simulations (tight budgets).
+            return Promotion(False, "collecting", pool=pool)
         # Sort so the decision cannot depend on the storage's row order (it does not mathematically, but float
         # reductions stay bit-identical this way).
         others_arr = np.array(sorted(map(tuple, others))) if others else np.empty((0, len(self.metrics)))

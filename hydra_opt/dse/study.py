@@ -75,6 +75,7 @@ class PrunerSpec:
     k_ranks: int = 1
     epsilon: float = 0.05
     n_warmup_trials: int = 10
+    min_estimates: int = 0
 
 
 @dataclass(frozen=True)
@@ -251,8 +252,9 @@ def parse_study_spec(root: Node) -> StudySpec:
                 k_ranks=pn.get("k_ranks", 1).int(minimum=1, maximum=1000),
                 epsilon=pn.get("epsilon", 0.05).number(minimum=0.0, maximum=100.0),
                 n_warmup_trials=pn.get("n_warmup_trials", 10).int(minimum=0, maximum=10**6),
+                min_estimates=pn.get("min_estimates", 0).int(minimum=0, maximum=10**6),
             )
-            pn.done(["enabled", "rule", "k_ranks", "epsilon", "n_warmup_trials"])
+            pn.done(["enabled", "rule", "k_ranks", "epsilon", "n_warmup_trials", "min_estimates"])
 
     n_trials: int | None = 100
     timeout_s: float | None = None
@@ -345,7 +347,7 @@ class DseObjective:
         self.metrics = [m.name for m in spec.objectives.metrics]
         self.pruner = PromotionPruner(
             self.metrics, rule=spec.pruner.rule, k_ranks=spec.pruner.k_ranks, epsilon=spec.pruner.epsilon,
-            n_warmup_trials=spec.pruner.n_warmup_trials,
+            n_warmup_trials=spec.pruner.n_warmup_trials, min_estimates=spec.pruner.min_estimates,
         )
         self.pairs = [(key, *evaluator.load(m, w)) for key, (m, w) in zip(spec.pair_keys, spec.pairs)]
         self.last: TrialReport | None = None
@@ -590,6 +592,33 @@ def _budget_callback(budget: int | None) -> Callable[[optuna.Study, FrozenTrial]
     return cb
 
 
+REVISIT_ATTR = "hydra_opt_revisited"
+
+
+def _revisit_callback(spec: StudySpec, pruner: PromotionPruner) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """After the estimate-only phase, enqueue the collected designs that lie on the estimated front (once)."""
+
+    def cb(study: optuna.Study, _trial: FrozenTrial) -> None:
+        if not spec.pruner.enabled or pruner.min_estimates <= 0 or study.user_attrs.get(REVISIT_ATTR):
+            return
+        trials = study.get_trials(deepcopy=False)
+        estimated = [t for t in trials if all(t.user_attrs.get(f"est_{m}") is not None for m in pruner.metrics)]
+        if len(estimated) <= pruner.min_estimates:
+            return
+        study.set_user_attr(REVISIT_ATTR, True)
+        rank_only = PromotionPruner(pruner.metrics, rule="rank", k_ranks=pruner.k_ranks, n_warmup_trials=0)
+        seen: set[str] = set()
+        for t in estimated:
+            key = t.user_attrs.get("design_key", "")
+            if t.user_attrs.get("promotion") != "collecting" or key in seen:
+                continue
+            if rank_only.decide_among(estimated, t, study.directions).promoted:
+                seen.add(key)
+                study.enqueue_trial(t.params, user_attrs={"revisit_of": t.number})
+
+    return cb
+
+
 def run_worker(
     spec: StudySpec,
     *,
@@ -615,7 +644,9 @@ def run_worker(
         spec.artifact_dir.mkdir(parents=True, exist_ok=True)
         store = optuna.artifacts.FileSystemArtifactStore(str(spec.artifact_dir))
     objective = DseObjective(spec, evaluator, artifact_store=store, budget=spec.n_trials)
-    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [_budget_callback(spec.n_trials)]
+    callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [
+        _revisit_callback(spec, objective.pruner), _budget_callback(spec.n_trials)
+    ]
     if on_trial is not None:
         callbacks.append(lambda s, t: on_trial(s, t, objective.last if objective.last and objective.last.number == t.number else None))
     with warnings.catch_warnings():
