@@ -193,3 +193,14 @@ def test_objective_count_mismatch() -> None:
 def test_is_an_optuna_pruner() -> None:
     assert isinstance(PromotionPruner(METRICS), optuna.pruners.BasePruner)
     assert StudyDirection.MAXIMIZE  # directions come from the study, not the pruner
+
+
+def test_min_estimates_collects_before_promoting() -> None:
+    pts = [(100.0, 1.0), (200.0, 2.0), (300.0, 4.0), (400.0, 0.5)]  # the last dominates everything
+    pruner = PromotionPruner(METRICS, rule="rank", n_warmup_trials=0, min_estimates=4)
+    d = _decide(pruner, _study(pts), 3)
+    assert not d.promoted and d.reason == "collecting"  # only 3 others: still collecting, even on the front
+    pts.append((50.0, 9.0))
+    assert _decide(pruner, _study(pts), 3).promoted
+    # Warm-up comes first: with n_warmup_trials above the pool size the trial is promoted.
+    assert _decide(PromotionPruner(METRICS, n_warmup_trials=10, min_estimates=20), _study(pts), 4).reason == "warmup"
