@@ -198,6 +198,7 @@ class TypeTable:
     pre_ref_s: np.ndarray
     dec_ref_s: np.ndarray
     dec1_s: np.ndarray
+    pre1_s: np.ndarray
     mem_bytes: np.ndarray
     mem1_bytes: np.ndarray
     memb_bytes: np.ndarray
@@ -263,7 +264,8 @@ def type_table(prep: Prepared, chiplet, batching: str, b: int, bw_gbps: float, t
     pre_ref, _ = _times(prep, chiplet, cap.prefill_agg(prep.stats, float(b)), bw_gbps)
     dec_ref, memb = _times(prep, chiplet, cap.decode_agg(prep.stats, float(b)), bw_gbps)
     dec1, mem1 = _times(prep, chiplet, cap.decode_agg(prep.stats, 1.0), bw_gbps)
-    t = TypeTable(pre, dec, pre_ref, dec_ref, dec1, mem, mem1, memb)
+    pre1, _ = _times(prep, chiplet, cap.prefill_agg(prep.stats, 1.0), bw_gbps)
+    t = TypeTable(pre, dec, pre_ref, dec_ref, dec1, pre1, mem, mem1, memb)
     if len(_TABLE_CACHE) > 20000:
         _TABLE_CACHE.clear()
     _TABLE_CACHE[key] = t
@@ -283,6 +285,7 @@ class DesignInputs:
     pre_ref: np.ndarray  # (D, nb, S)
     dec_ref: np.ndarray  # (D, nb, S)
     dec1: np.ndarray  # (D, nb, S) one-member decode pass
+    pre1: np.ndarray  # (D, nb, S) one-prompt prefill pass
     mem1_pass: np.ndarray  # (D,) memory bytes of a one-member decode pass
     memb_pass: np.ndarray  # (D,) memory bytes of a B-member decode pass
     type_id: np.ndarray  # (D, S) int, -1 = no station
@@ -388,10 +391,12 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
     pre_ref = np.full((nb, ns), np.inf)
     dec_ref = np.full((nb, ns), np.inf)
     dec1 = np.full((nb, ns), np.inf)
+    pre1 = np.full((nb, ns), np.inf)
     fams = np.array(prep.families)
-    for phase, out, ref in (("prefill", pre_t, pre_ref), ("decode", dec_t, dec_ref), ("decode1", None, dec1)):
-        one = phase == "decode1"
-        phase = "decode" if one else phase
+    for phase, out, ref in (("prefill", pre_t, pre_ref), ("decode", dec_t, dec_ref), ("decode1", None, dec1),
+                            ("prefill1", None, pre1)):
+        one = phase in ("decode1", "prefill1")
+        phase = {"decode1": "decode", "prefill1": "prefill"}.get(phase, phase)
         for f in sorted(set(prep.families)):
             rows = np.nonzero(fams == f)[0]
             native = [i for i, (k, c) in enumerate(stations) if c.can_run(f, phase)]
@@ -400,7 +405,7 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
             for i in native:
                 t = tables[stations[i][0]]
                 if one:
-                    ref[rows, i] = t.dec1_s[rows]
+                    ref[rows, i] = (t.dec1_s if phase == "decode" else t.pre1_s)[rows]
                     continue
                 src = t.pre_s if phase == "prefill" else t.dec_s
                 rsrc = t.pre_ref_s if phase == "prefill" else t.dec_ref_s
@@ -418,6 +423,7 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
         pre_ref=pre_ref[None],
         dec_ref=dec_ref[None],
         dec1=dec1[None],
+        pre1=pre1[None],
         mem1_pass=np.array([float(tables[0].mem1_bytes.sum()) if tables else 0.0]),
         memb_pass=np.array([float(tables[0].memb_bytes.sum()) if tables else 0.0]),
         type_id=np.array([[k for k, _ in stations]], dtype=np.int64),
@@ -506,6 +512,7 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
         "pre_ref": load(inp.pre_ref, onehot_p),
         "dec_ref": load(inp.dec_ref, onehot_d),
         "dec1": load(inp.dec1, onehot_d),
+        "pre1": load(inp.pre1, onehot_p),
     }
     dyn = ~inp.static_sched
     if np.any(dyn):
@@ -605,9 +612,13 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
     ct_idx = np.nonzero(~inp.static_batching)[0]
     if ct_idx.size:
         sub = subset(ct_idx)
-        thr[ct_idx] = fluid.window_throughput(sub, w0, w1)
-        tt = fluid.fcfs_ttft(sub, w0, w1, prep.horizon_s, from_=opts.ttft_from)
-        ttft[ct_idx] = np.where(np.isfinite(tt), tt, np.inf)
+        sub.pre1_sum = loads["pre1"].sum(axis=-1)[ct_idx]
+        sub.admits_cycle = inp.admits_cycle[ct_idx]
+        sub.horizon = prep.horizon_s
+        sub.steps = prep.stats.steps
+        thr_c, ttft_c = fluid.continuous_requests(sub, w0, w1, prep.horizon_s, from_=opts.ttft_from)
+        thr[ct_idx] = thr_c
+        ttft[ct_idx] = np.where(np.isfinite(ttft_c), ttft_c, np.inf)
     stat_thr = np.where(over, cap_tok, lam * out_tok)
     scv = _service_scv(prep)
     for i in np.nonzero(~over)[0]:

@@ -30,7 +30,7 @@ def _inputs_many(designs: Sequence, prep: core.Prepared, opts: EstimatorOptions,
     # Per-design composition → stations; tables per unique (chiplet, bw, B, batching).
     s_max = max(sum(k for _, k in core._counts(d)) for d in designs)
     n = len(designs)
-    arrays = {k: np.full((n, nb, s_max), np.inf) for k in ("pre_t", "dec_t", "pre_ref", "dec_ref", "dec1")}
+    arrays = {k: np.full((n, nb, s_max), np.inf) for k in ("pre_t", "dec_t", "pre_ref", "dec_ref", "dec1", "pre1")}
     type_id = np.full((n, s_max), -1, dtype=np.int64)
     type_names: list[str] = []
     scal = {k: np.zeros(n) for k in ("mem_bytes_cycle", "hbm_cap_bps", "batches", "batch", "tokens_cycle",
@@ -64,7 +64,7 @@ def _inputs_many(designs: Sequence, prep: core.Prepared, opts: EstimatorOptions,
     del fams, fam_names
     return core.DesignInputs(
         pre_t=arrays["pre_t"], dec_t=arrays["dec_t"], pre_ref=arrays["pre_ref"], dec_ref=arrays["dec_ref"],
-        dec1=arrays["dec1"], type_id=type_id, type_names=type_names, **scal, **flags,
+        dec1=arrays["dec1"], pre1=arrays["pre1"], type_id=type_id, type_names=type_names, **scal, **flags,
     )
 
 
