@@ -36,6 +36,11 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--worker-index", metavar="I", default="0",
                    help="index of this invocation's first worker (give distinct values on other machines)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-trial lines")
+    p.add_argument("--heartbeat-interval", metavar="S", default=None,
+                   help="seconds between heartbeats of running trials (RDB and journal storages; 0 disables; "
+                        "default 30); a trial silent for --grace-period is failed and retried (docs/distributed.md)")
+    p.add_argument("--grace-period", metavar="S", default=None,
+                   help="seconds without a heartbeat after which a running trial counts as dead (default 120)")
     return p
 
 
@@ -108,9 +113,13 @@ def run(args: argparse.Namespace) -> int:
                                         or any(ord(c) < 32 for c in args.study_name)):
         raise ConfigError("must be a printable name of 1-128 characters", file="<cli>", key="--study-name",
                           value=args.study_name)
+    from hydra_opt.cli.storage_args import storage_options_from_args
+
+    storage_options = storage_options_from_args(args)
     spec = load_study_spec(args.study)
     opts = RunOptions(storage=args.storage, study_name=args.study_name, n_trials=n_trials, timeout_s=timeout,
-                      workers=workers, seed=seed, worker_index=worker_index, quiet=args.quiet)
+                      workers=workers, seed=seed, worker_index=worker_index, quiet=args.quiet,
+                      storage_options=storage_options)
     metrics = [m.name for m in spec.objectives.metrics]
     units = [(m, METRICS[m].unit) for m in metrics]
     storage_shown = redact_url(args.storage or spec.storage)
@@ -173,12 +182,9 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(format_front_table(study))
     print()
+    command = dashboard_command(args.storage or spec.storage, summary.artifact_dir)
     print("open the dashboard with:")
-    print(f"  {dashboard_command(opts.storage or apply_storage(spec), summary.artifact_dir)}")
-    if "***" in dashboard_command(opts.storage or apply_storage(spec), None):
+    print(f"  {command}")
+    if "***" in command:
         print("  (the password is shown as *** — substitute it, or use a ~/.pgpass / option file)")
     return 0
-
-
-def apply_storage(spec: Any) -> str:
-    return spec.storage
