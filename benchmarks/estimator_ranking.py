@@ -52,11 +52,15 @@ def design_key(d) -> str:
     return f"{counts}|m{d.n_mem}|bw{int(d.d2d_bw_gbps)}|B{d.max_batch}|{d.placement}|{d.batching}|{d.scheduler}"
 
 
-def sample_designs(model: str, n: int, seed: int = 0) -> list:
-    """A stratified sample: every (batch size, bandwidth) stratum equally, spread over memory counts and splits."""
+#: Policy sets: the paper's exhaustive sweep (Fig. 8) and HYDRA's dynamic runtime (CP + ET + DB).
+POLICIES = {"static": {}, "dynamic": {"batching": "continuous", "scheduler": "elastic"}}
+
+
+def sample_designs(model: str, n: int, seed: int = 0, policy: str = "static") -> list:
+    """A stratified sample: every (batch size, bandwidth, memory-count bucket) stratum in turn, in a seeded order."""
     from hydra_opt.system.space import paper_space
 
-    space = paper_space(MODELS[model])
+    space = paper_space(MODELS[model], **POLICIES[policy])
     designs = list(space)
     rng = np.random.default_rng(seed)
     strata: dict = {}
@@ -210,6 +214,8 @@ def main(argv=None) -> int:
     ap.add_argument("--simulate", action="store_true", help="simulate designs missing from the cache")
     ap.add_argument("--sim-timeout", type=float, default=60.0, help="wall-clock cap per simulation, s")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--policy", choices=sorted(POLICIES), default="static",
+                    help="static: CP/static batching/static scheduling (paper Fig. 8); dynamic: continuous + elastic")
     args = ap.parse_args(argv)
     if args.workloads == "all":
         wls = [(m, d) for m in MODELS for d in DATASETS]
@@ -217,30 +223,31 @@ def main(argv=None) -> int:
         wls = [tuple(x.split(":")) for x in args.workloads.split(",")]
     results = []
     for m, ds in wls:
-        designs = sample_designs(m, args.n_designs, args.seed)
+        designs = sample_designs(m, args.n_designs, args.seed, args.policy)
         if args.simulate:
             simulate_missing(m, ds, designs, args.horizon, args.sim_timeout)
         r = score(m, ds, designs, args.horizon)
         if r is not None:
+            r["policy"] = args.policy
             results.append(r)
             print(json.dumps({k: v for k, v in r.items() if k != "rows"}), flush=True)
-    write_reports(results)
+    write_reports(results, suffix="" if args.policy == "static" else f"_{args.policy}")
     return 0
 
 
-def write_reports(results: list) -> None:
+def write_reports(results: list, suffix: str = "") -> None:
     if not results:
         return
     RESULTS.mkdir(parents=True, exist_ok=True)
     keys = ["model", "dataset", "n", "n_served", "horizon_s", "spearman_tp", "spearman_ttft", "recovery_top1",
             "spearman_tp_served", "spearman_ttft_served", "roofline_spearman_tp", "roofline_spearman_ttft",
             "roofline_recovery_top1", "roofline_spearman_tp_served"]
-    with (RESULTS / "estimator_ranking.csv").open("w", newline="") as fh:
+    with (RESULTS / f"estimator_ranking{suffix}.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(keys)
         for r in results:
             w.writerow([r[k] for k in keys])
-    with (RESULTS / "estimator_ranking_designs.csv").open("w", newline="") as fh:
+    with (RESULTS / f"estimator_ranking{suffix}_designs.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["model", "dataset", "design_key", "sim_tp_tok_s", "sim_ttft_s", "est_tp_tok_s", "est_ttft_s",
                     "roofline_tp_tok_s", "roofline_ttft_s", "est_bottleneck"])
@@ -270,7 +277,7 @@ def write_reports(results: list) -> None:
             f"{r['roofline_spearman_ttft']:.3f} | {100 * r['roofline_recovery_top1']:.1f} % | "
             f"{r['roofline_spearman_tp_served']:.3f} |"
         )
-    (RESULTS / "estimator_ranking.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"estimator_ranking{suffix}.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
