@@ -120,7 +120,7 @@ def test_lone_flow_time_is_bytes_over_bandwidth_plus_hops():
     assert res.raw.finish_s[0] == pytest.approx(nbytes / 100e9 + 1e-9, rel=1e-9)
 
 
-@pytest.mark.parametrize("sharing", ["equal", "maxmin"])
+@pytest.mark.parametrize("sharing", ["fair", "equal", "maxmin"])
 def test_two_flows_sharing_a_link_each_get_half(sharing):
     nbytes = 1e9
     model = one_block_model(service_s=1e-6, mem_bytes_const=nbytes)

@@ -58,7 +58,7 @@ def _check_case(i: int) -> None:
         horizon_s=float(rng.choice([0.5, 2.0, 5.0])),
         token_budget=int(rng.choice([256, 2048, 8192])),
         lend=bool(rng.integers(2)),
-        sharing=str(rng.choice(["equal", "none"])),
+        sharing=str(rng.choice(["fair", "equal", "none"])),
         debug=True,
     )
     res = simulate(d, model, "chat", seed=i, options=opt)

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--scheduler", choices=("static", "fcfs", "worksteal", "elastic"), default=None)
     p.add_argument("--placement", choices=("cp", "rr", "random"), default=None)
     p.add_argument("--max-batch", type=int, default=None, help="override the design's maximum batch")
-    p.add_argument("--sharing", choices=("maxmin", "equal", "none"), default=None, help="NoI bandwidth sharing")
+    p.add_argument("--sharing", choices=("fair", "maxmin", "equal", "none"), default=None, help="NoI bandwidth sharing")
     p.add_argument("--lend", action="store_true", help="elastic scheduler: cross-phase lending")
     p.add_argument("--debug", action="store_true", help="check invariants after every event (slow)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")

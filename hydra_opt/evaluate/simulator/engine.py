@@ -228,10 +228,10 @@ class Engine:
         self.port_res = port_res
         self.port_bw = port_bw
         caps = [self.link_bps] * mesh.n_links + [port_bw[nd] * 1e9 for nd in sorted(port_bw)]
-        if self.sharing == "equal":
+        if self.sharing in ("fair", "equal"):
             from hydra_opt.evaluate.simulator.flows import EqualShareFlows
 
-            self.flows = EqualShareFlows(caps, mesh.n_links)
+            self.flows = EqualShareFlows(caps, mesh.n_links, waterfill=self.sharing == "fair")
         self.caps = caps
         # Resources crossed by the flow from each block's memory to each chiplet: XY route links + memory port.
         self.res_path: dict[tuple[int, int], tuple[int, ...]] = {}

@@ -1,11 +1,20 @@
-"""A lean, incremental flow model for the engine's hot path: bottleneck equal sharing of links and HBM ports.
+"""A lean, incremental flow model for the engine's hot path: per-resource fair sharing of links and HBM ports.
 
-Semantics are those of ``hydra_opt.hardware.noi.FlowNetwork(sharing="equal")``: every resource (directed link or
-memory port) is split equally among the flows crossing it and a flow drains at the minimum of its shares
-(no redistribution of a share another bottleneck leaves unused, so it is a slightly pessimistic approximation of
-max-min fairness). Rates are recomputed — exactly, not time-stepped — whenever a flow starts or drains, but only
-for the flows that share a resource with it; the engine re-times their drain events with a version number.
-The exact max-min model stays available through ``FlowNetwork`` (``SimOptions.sharing = "maxmin"``).
+Every flow crosses resources (directed links of its XY route and the memory's interface port) and has its own
+rate cap (its demand: the pace its task consumes data). A flow drains at the minimum over its resources of the
+resource's *share*:
+
+* ``waterfill=True`` (``SimOptions.sharing = "fair"``, the default): the share is the resource's max-min
+  water-filling level computed from the caps of the flows crossing it — flows that want less than an equal split
+  get their cap and the rest is split equally among the others. It is exact max-min fairness whenever each flow
+  is limited by its own cap or by a single resource; it does not propagate a share left unused because a flow is
+  bottlenecked on *another* resource (slightly pessimistic there).
+* ``waterfill=False`` (``"equal"``, as ``hydra_opt.hardware.noi.FlowNetwork(sharing="equal")``): the share is the
+  capacity divided by the number of flows (no redistribution at all; more pessimistic).
+
+Rates are recomputed — exactly, not time-stepped — whenever a flow starts or is delivered, only for the flows
+sharing a resource with it; the engine re-times their delivery events with a version number. Exact global max-min
+fairness is available through ``FlowNetwork`` (``SimOptions.sharing = "maxmin"``).
 """
 
 from __future__ import annotations
@@ -14,14 +23,15 @@ __all__ = ["EqualShareFlows"]
 
 
 class EqualShareFlows:
-    """Active flows and their rates.
+    """Active flows and their rates (see the module docstring).
 
     Args:
         caps_bps: Capacity of every resource, bytes/s.
         n_links: The first ``n_links`` resources are mesh links (for utilisation reporting).
     """
 
-    def __init__(self, caps_bps: list[float], n_links: int) -> None:
+    def __init__(self, caps_bps: list[float], n_links: int, *, waterfill: bool = False) -> None:
+        self.waterfill = waterfill
         self.cap = list(caps_bps)
         self.on: list[set[int]] = [set() for _ in caps_bps]
         self.share = list(caps_bps)  # cap / number of flows on the resource (cap when idle)
@@ -65,17 +75,32 @@ class EqualShareFlows:
                 until delivery (a few ns longer than strictly needed; it saves one event per flow).
         """
         on, share, cap = self.on, self.share, self.cap
+        self.flows[fid] = [resources, float(nbytes), 0.0, now, 0, cap_bps, latency_s]
         touched: set[int] = set()
         for r in resources:
             s = on[r]
             touched |= s
             s.add(fid)
-            share[r] = cap[r] / len(s)
-        self.flows[fid] = [resources, float(nbytes), 0.0, now, 0, cap_bps, latency_s]
+            share[r] = self._level(r) if self.waterfill else cap[r] / len(s)
         touched.add(fid)
         out: list = []
         self._retime(touched, now, out)
         return out
+
+    def _level(self, r: int) -> float:
+        """Water-filling level of resource ``r``: flows whose own cap is below it get their cap, the others
+        share the rest equally (max-min fairness on this resource alone)."""
+        flows = self.flows
+        caps = sorted([flows[g][5] for g in self.on[r]])
+        left = self.cap[r]
+        n = len(caps)
+        for c in caps:
+            if c * n <= left:
+                left -= c
+                n -= 1
+            else:
+                break
+        return left / n if n else self.cap[r]
 
     def version(self, fid: int) -> int:
         """Current version of an active flow (-1 when not active)."""
@@ -91,7 +116,7 @@ class EqualShareFlows:
             s = on[r]
             s.discard(fid)
             touched |= s
-            share[r] = cap[r] / len(s) if s else cap[r]
+            share[r] = (self._level(r) if self.waterfill else cap[r] / len(s)) if s else cap[r]
         out: list = []
         if touched:
             self._retime(touched, now, out)

@@ -17,7 +17,7 @@ __all__ = ["SimOptions"]
 _CHOICES = {
     "ttft_from": ("arrival", "batch_start"),
     "throughput_window": ("measure", "whole_run"),
-    "sharing": ("maxmin", "equal", "none"),
+    "sharing": ("fair", "maxmin", "equal", "none"),
     "preempt_requeue": ("front", "back"),
     "batching": (None, "static", "continuous"),
     "scheduler": (None, "static", "fcfs", "worksteal", "elastic"),
@@ -47,7 +47,9 @@ class SimOptions:
             ``"whole_run"`` (the artifact's: all tokens emitted, including those of requests later preempted,
             divided by the simulated time).
         warmup_frac: Fraction of the arrival span excluded at the start of the measurement window.
-        sharing: NoI bandwidth sharing (``maxmin``, ``equal``, ``none``; see ``hydra_opt.hardware.noi``).
+        sharing: NoI bandwidth sharing: ``fair`` (default; per-resource max-min water-filling, incremental —
+            ``simulator/flows.py``), ``maxmin`` (exact global max-min, ``hardware.noi.FlowNetwork``), ``equal``
+            (equal split per resource) or ``none`` (no contention).
         page_tokens: Tokens per KV page (continuous batching allocates in pages; static reserves whole requests).
         token_budget: Continuous batching: maximum new tokens per pass (Σ over the batch).
         max_batches: Batches in flight at once (pipeline depth); None = number of compute chiplets.
@@ -74,7 +76,7 @@ class SimOptions:
     ttft_from: str = "arrival"
     throughput_window: str = "measure"
     warmup_frac: float = 0.1
-    sharing: str = "equal"
+    sharing: str = "fair"
     page_tokens: int = 16
     token_budget: int = 8192
     max_batches: int | None = None
