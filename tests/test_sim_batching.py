@@ -171,3 +171,22 @@ def test_work_stealing_takes_from_the_most_loaded_queue():
     assert s.steal(0, v) == (2, c)
     v.queues = [deque() for _ in range(3)]
     assert s.steal(0, v) is None
+
+
+def test_fair_sharing_water_fills_each_resource():
+    from hydra_opt.evaluate.simulator.flows import EqualShareFlows
+
+    fl = EqualShareFlows([100.0, 1000.0], 1, waterfill=True)
+    fl.add(1, (0,), 1000.0, 0.0, cap_bps=10.0)
+    fl.add(2, (0, 1), 1000.0, 0.0, cap_bps=50.0)
+    out = dict((g, t) for t, g, _ in fl.add(3, (0,), 1000.0, 0.0))
+    # Level on resource 0: flow 1 keeps its 10, flows 2 and 3 would split 90 → 45 each (below flow 2's cap 50).
+    assert fl.flows[1][2] == 10.0 and fl.flows[2][2] == 45.0 and fl.flows[3][2] == 45.0
+    assert out[3] == pytest.approx(1000.0 / 45.0)
+    # When flow 3 leaves, flow 2 returns to its own cap.
+    fl.drain(3, 1.0)
+    assert fl.flows[2][2] == 50.0
+    eq = EqualShareFlows([100.0], 1)
+    eq.add(1, (0,), 1.0, 0.0, cap_bps=10.0)
+    eq.add(2, (0,), 1.0, 0.0)
+    assert eq.flows[2][2] == 50.0  # equal split: no redistribution of flow 1's unused share
