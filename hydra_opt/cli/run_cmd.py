@@ -114,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("must be a printable name of 1-128 characters", file="<cli>", key="--study-name",
                           value=args.study_name)
     from hydra_opt.cli.storage_args import storage_options_from_args
+    from hydra_opt.dse.fault import sigterm_as_interrupt
 
+    sigterm_as_interrupt()  # SIGTERM (schedulers, kill) stops like Ctrl-C: the running trial FAILs cleanly
     storage_options = storage_options_from_args(args)
     spec = load_study_spec(args.study)
     opts = RunOptions(storage=args.storage, study_name=args.study_name, n_trials=n_trials, timeout_s=timeout,

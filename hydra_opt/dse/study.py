@@ -671,11 +671,14 @@ def run_worker(
 
 def _child(study_file: str, opts: RunOptions, index: int, n_existing: int) -> None:
     """Entry point of a worker process (spawned): re-read the spec, apply the same overrides, run."""
+    from hydra_opt.dse import fault
+
+    fault.sigterm_as_interrupt()
     spec = apply_options(load_study_spec(study_file), opts)
     try:
         run_worker(spec, worker_index=index, n_existing=n_existing, storage_options=opts.storage_options)
     except KeyboardInterrupt:
-        pass
+        fault.ignore_further_interrupts()
 
 
 def summarize(study: optuna.Study, spec: StudySpec, finished_before: int, wall_s: float) -> RunSummary:
@@ -731,6 +734,12 @@ def run_study(
                     poll(study)
                 for p in procs:
                     p.join(timeout=1.0 / len(procs))
+        except KeyboardInterrupt:
+            from hydra_opt.dse.fault import ignore_further_interrupts, interrupt_workers
+
+            ignore_further_interrupts()
+            interrupt_workers(procs)  # a SIGINT sent to this launcher alone must stop the workers too
+            raise
         finally:
             for p in procs:
                 p.join()
