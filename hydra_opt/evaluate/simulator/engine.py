@@ -359,9 +359,11 @@ class Engine:
                     task.flow_open = False
                     if not task.cs_open:
                         self._finish(task)
-                else:  # _EV_DRAIN of the equal-share flow model (task = flow id)
+                else:  # _EV_DRAIN of the incremental flow model (task = flow id)
                     if self.flows.version(task) == ver:
                         self._drain(task)
+                    else:
+                        self.events -= 1  # a superseded delivery time (the flow was re-timed): not an event
             if net is not None and self._net_changed:
                 net_dirty = True
                 self._net_changed = False

@@ -5,10 +5,11 @@ rate cap (its demand: the pace its task consumes data). A flow drains at the min
 resource's *share*:
 
 * ``waterfill=True`` (``SimOptions.sharing = "fair"``, the default): the share is the resource's max-min
-  water-filling level computed from the caps of the flows crossing it — flows that want less than an equal split
-  get their cap and the rest is split equally among the others. It is exact max-min fairness whenever each flow
-  is limited by its own cap or by a single resource; it does not propagate a share left unused because a flow is
-  bottlenecked on *another* resource (slightly pessimistic there).
+  water-filling level computed from what each flow crossing it can take at most — its own cap and the current
+  shares of its *other* resources (one step of constraint propagation): flows that can take less than an equal
+  split get that, the rest is split equally among the others. Exact max-min fairness when each flow is limited by
+  its own cap or by one resource; otherwise a close approximation (shares of other resources may be one update
+  stale).
 * ``waterfill=False`` (``"equal"``, as ``hydra_opt.hardware.noi.FlowNetwork(sharing="equal")``): the share is the
   capacity divided by the number of flows (no redistribution at all; more pessimistic).
 
@@ -91,7 +92,16 @@ class EqualShareFlows:
         """Water-filling level of resource ``r``: flows whose own cap is below it get their cap, the others
         share the rest equally (max-min fairness on this resource alone)."""
         flows = self.flows
-        caps = sorted([flows[g][5] for g in self.on[r]])
+        share = self.share
+        caps = []
+        for g in self.on[r]:
+            f = flows[g]
+            c = f[5]
+            for x in f[0]:  # what the flow can take at most, given its other resources (one-step propagation)
+                if x != r and share[x] < c:
+                    c = share[x]
+            caps.append(c)
+        caps.sort()
         left = self.cap[r]
         n = len(caps)
         for c in caps:
