@@ -78,6 +78,7 @@ class SamplerSpec:
         self.file = file
         self.key = key
         self.cls = self._resolve()
+        self._check_dependencies()
         self._check_args()
 
     def _resolve(self) -> type[BaseSampler]:
@@ -92,6 +93,16 @@ class SamplerSpec:
                 value=self.name,
             )
         return cls
+
+    def _check_dependencies(self) -> None:
+        import importlib.util
+
+        if self.cls.__name__ == "GPSampler" and importlib.util.find_spec("torch") is None:
+            raise ConfigError("needs PyTorch (pip install torch)", file=self.file, key=f"{self.key}.name",
+                              value=self.name)
+        if self.cls.__name__ == "CmaEsSampler" and importlib.util.find_spec("cmaes") is None:
+            raise ConfigError("needs the cmaes package (pip install cmaes)", file=self.file, key=f"{self.key}.name",
+                              value=self.name)
 
     def _check_args(self) -> None:
         params = inspect.signature(self.cls.__init__).parameters
