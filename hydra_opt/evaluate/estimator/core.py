@@ -566,6 +566,10 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
         conc = np.where(inp.static_batching, np.clip(lam / np.maximum(bsz, 1.0) * life, 1.0, m), m)
     tau0, tau1 = taus(conc)
     out_tok = prep.stats.output_mean_tok
+    # TPOT of static batches: one decode pass per token at the decode concurrency, with the batch's mean
+    # membership over its life (B·E[min(S, L1)] member-passes over L1 passes).
+    a_mean = bsz * np.interp(l1, prep.grid_k, prep.grid_emin) / np.maximum(l1, 1e-9)
+    tpot = np.where(inp.static_batching, tau0 + tau1 * a_mean, tpot)
     fi = fluid.FluidInputs(
         m=np.where(inp.feasible, np.floor(inp.batches + 1e-9), 0.0),
         B=bsz,
@@ -646,7 +650,9 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
         stat_thr[i] = float((pi * g_d).sum())  # Eq. 8: T = Σ π_s G_d(s)
         # Little's law on the waiting room, scaled from exponential to the real service variability (P–K).
         wait[i] = float((pi * queue).sum()) / lam * (1.0 + scv) / 2.0 if lam > 0 else 0.0
-        if opts.ttft_from == "arrival" and np.isfinite(ttft[i]):
+        # Static batching: waiting for a batch to fill is already in the fluid (formation times); the chain's
+        # low-occupancy states are that same wait, so only continuous batching adds the stochastic queueing.
+        if opts.ttft_from == "arrival" and np.isfinite(ttft[i]) and not inp.static_batching[i]:
             ttft[i] += wait[i]
     ttft = np.where(inp.feasible, ttft, np.inf)
     thr = np.where(inp.feasible, thr, 0.0)
