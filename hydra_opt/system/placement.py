@@ -6,13 +6,15 @@ Policies (docs/noi_placement.md):
 
   1. *Memory step.* Memory chiplets take the first ``n_mem`` slots of a fixed ring order. For a hybrid model they
      are split into a Mamba group (the ``N_M`` lowest node ids) and an attention group (the rest), choosing
-     ``N_M`` (at most one memory per block of the family) to maximise ``min(r_M, r_A)`` of Eq. (1): ``r_f = max(0, ⌊(N_f·C_mem − W_f) / S_f⌋)``, the number
-     of concurrent requests whose per-request memory ``S_f`` (Mamba: recurrent + conv state; attention: KV at
-     ``context_tokens``) fits next to the family's weights ``W_f`` (``split="capacity"``, our default). The
-     artifact's bandwidth variant (``split="bandwidth"``, paper preset) scores
-     ``r_M = ⌊(BW/⌈L_M/N_M⌉)/100⌋, r_A = ⌊(BW/⌈L_A/N_A⌉)/200⌋`` instead. Ties: a split whose weights fit
-     first, then the larger ``r_M + r_A``, then the larger ``N_M``. Each block's weights go to one memory of
-     its family's group, in contiguous chunks of the model order.
+     ``N_M`` (at most one memory per block of the family) to maximise ``min(r_M, r_A)`` of Eq. (1):
+     ``r_f = max(0, ⌊(N_f·C_mem − W_f) / S_f⌋)``, the number of concurrent requests whose per-request memory
+     ``S_f`` (Mamba: recurrent + conv state; attention: KV at ``context_tokens``) fits next to the family's
+     weights ``W_f`` (``split="capacity"``, our default). The artifact's bandwidth variant
+     (``split="bandwidth"``, paper preset) scores ``r_M = ⌊(BW/⌈L_M/N_M⌉)/100⌋, r_A = ⌊(BW/⌈L_A/N_A⌉)/200⌋``
+     instead; ``split="traffic"`` minimises the larger of the groups' bytes per memory per pass (weights + a
+     batch's state/KV), among splits whose Eq. (1) admits a full batch. Ties: a split whose weights fit first,
+     then the larger ``r_M + r_A``, then the larger ``N_M``. Each block's weights go to one memory of its
+     family's group, in contiguous chunks of the model order.
   2. *Compute step* (Eq. 2). A compute chiplet ``c`` at slot ``p`` costs ``v(c)·Σ_h d(p, h)`` over the memories
      ``h`` holding weights of the block families it runs (Manhattan distance ``d``; volume weight ``v``:
      1 for prefill, 4 for decode chiplets — the ratio of the artifact's per-task bandwidths 64:256 GB/s).
@@ -57,6 +59,7 @@ __all__ = [
     "place",
     "eq2_cost",
     "mean_hops",
+    "family_traffic_bytes",
 ]
 
 #: Placement policies.
@@ -134,6 +137,7 @@ class PlacementProblem:
         mem_bw_gbps: Interface bandwidth of one memory chiplet, GB/s (bandwidth split only).
         context_tokens: Context length whose KV cache one request reserves in Eq. (1), tokens.
         mem_name: Label of memory slots in :attr:`Placement.grid`.
+        batch: Requests per batch (the design's maximum batch): nominal batch of the ``traffic`` split.
     """
 
     width: int
@@ -145,6 +149,7 @@ class PlacementProblem:
     mem_bw_gbps: float = 600.0
     context_tokens: int = 4096
     mem_name: str = "hbm"
+    batch: int = 16
 
     def family_blocks(self, family: str) -> list[int]:
         """Indices of the blocks of ``family``."""
@@ -304,6 +309,20 @@ def group_concurrency(
     return out[0], out[1]
 
 
+def family_traffic_bytes(problem: PlacementProblem, family: str) -> float:
+    """Bytes one pass of a ``problem.batch``-request batch reads from the family's memories, bytes.
+
+    Weights once per pass (shared by the batch) plus, per request, its state and its KV cache at
+    ``context_tokens`` — the traffic the family's memory group must serve per pass.
+    """
+    idx = problem.family_blocks(family)
+    w = sum(problem.blocks[i].weight_bytes for i in idx)
+    per_req = sum(
+        problem.blocks[i].state_bytes + problem.blocks[i].kv_bytes_per_token * problem.context_tokens for i in idx
+    )
+    return w + problem.batch * per_req
+
+
 def split_memories(problem: PlacementProblem, *, split: str = "capacity", weights: str = "balanced") -> int:
     """Number of memories ``N_M`` for the Mamba group (HYDRA Eq. 1; see the module docstring for ties).
 
@@ -326,10 +345,19 @@ def split_memories(problem: PlacementProblem, *, split: str = "capacity", weight
     hi = min(m - 1, len(problem.family_blocks("mamba")))
     if lo > hi:  # more memories than blocks: the surplus holds nothing whichever way we split
         lo = hi = min(m - 1, len(problem.family_blocks("mamba")))
+    if split == "traffic":
+        t_m, t_a = family_traffic_bytes(problem, "mamba"), family_traffic_bytes(problem, "attention")
     for n_m in range(lo, hi + 1):
-        r_m, r_a = group_concurrency(problem, n_m, split=split)
         fits = _weight_map_fits(problem, n_m, weights)
-        key = (fits, min(r_m, r_a), _finite_sum(r_m, r_a), n_m)
+        if split == "traffic":
+            # Bandwidth balance: the most loaded group's bytes per memory per pass, lowest first (Eq. 1's
+            # capacity concurrency must still admit a full batch; then it breaks ties).
+            r_m, r_a = group_concurrency(problem, n_m, split="capacity")
+            admits = min(r_m, r_a) >= problem.batch
+            key = (fits, admits, -max(t_m / n_m, t_a / (m - n_m)), min(r_m, r_a), n_m)
+        else:
+            r_m, r_a = group_concurrency(problem, n_m, split=split)
+            key = (fits, min(r_m, r_a), _finite_sum(r_m, r_a), n_m)
         if best_key is None or key > best_key:
             best_key, best_n = key, n_m
     return best_n
@@ -578,7 +606,8 @@ def place_problem(
         problem: What to place.
         policy: ``cp``, ``rr`` or ``random``.
         seed: Seed of the ``random`` policy.
-        split: Memory split of ``cp``: ``capacity`` (Eq. 1, default) or ``bandwidth`` (artifact).
+        split: Memory split of ``cp``: ``capacity`` (Eq. 1, default), ``bandwidth`` (artifact) or ``traffic``
+            (balance the groups' bytes per memory per pass, subject to Eq. 1 admitting a full batch).
         ring: Ring order of memory slots: ``spread`` (default) or ``artifact`` (6×4 only).
         cp_order: ``joint`` (exact minimum of the total Eq. 2; default) or ``sequential`` (larger group first,
             exact per group; the paper's procedure).
@@ -605,7 +634,8 @@ def place_problem(
     if policy == "cp":
         n_m = split_memories(problem, split=split, weights=weights)
         labels, _ = _groups(problem, n_m)
-        concurrency = group_concurrency(problem, n_m, split=split) if problem.n_mem >= 2 else concurrency
+        eq1 = "capacity" if split == "traffic" else split
+        concurrency = group_concurrency(problem, n_m, split=eq1) if problem.n_mem >= 2 else concurrency
         wmap = _cp_weight_map(problem, n_m, weights)
         chip_slot = _cp_compute(problem, free, mem_slots, wmap, cp_order)
     elif policy == "rr":
@@ -694,10 +724,13 @@ def placement_problem(design, model, library=None, *, context_tokens: int | None
         mem_bw_gbps=float(mem.bw_gbps),
         context_tokens=int(context_tokens if context_tokens is not None else model.max_position),
         mem_name=mem.name,
+        batch=int(design.max_batch),
     )
 
 
-def place(design, model, *, seed: int = 0, library=None, preset: str = "clean", **kwargs) -> Placement:
+def place(
+    design, model, *, seed: int = 0, library=None, preset: str = "clean", context_tokens: int | None = None, **kwargs
+) -> Placement:
     """Place a design for a model with the design's policy (``design.placement``).
 
     Args:
@@ -708,9 +741,11 @@ def place(design, model, *, seed: int = 0, library=None, preset: str = "clean", 
         preset: ``clean`` (capacity split of Eq. 1, spread ring order, byte-balanced weight chunks, joint
             assignment) or ``paper`` (the artifact: bandwidth split, its 6×4 ring order, per-kind equal chunks,
             groups placed larger first).
+        context_tokens: Per-request KV context of Eq. (1) and of the ``traffic`` split (default: the model's
+            ``max_position``, the worst case).
         **kwargs: Overrides of :func:`place_problem` options (``split``, ``ring``, ``cp_order``, ``weights``).
     """
-    problem = placement_problem(design, model, library)
+    problem = placement_problem(design, model, library, context_tokens=context_tokens)
     if preset == "paper":
         opts = {
             "split": "bandwidth",
