@@ -148,10 +148,20 @@ class StudySpec:
         mod, _, attr = self.evaluator.partition(":")
         try:
             factory = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError, ValueError):
+        except Exception:  # noqa: BLE001 - ImportError, or anything a module raises on import
             raise ConfigError("cannot be imported (expected module:callable)", file=self.file, key="evaluator",
                               value=self.evaluator) from None
-        return factory(self)
+        try:
+            evaluator = factory(self)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. `os:system` called with a spec: a bad value, not a crash
+            raise ConfigError(f"failed to build an evaluator ({type(exc).__name__})", file=self.file, key="evaluator",
+                              value=self.evaluator) from None
+        if not isinstance(evaluator, Evaluator):
+            raise ConfigError("did not return an evaluator (design/load/feasibility/estimate/simulate)",
+                              file=self.file, key="evaluator", value=self.evaluator)
+        return evaluator
 
 
 def design_key(design: Mapping[str, Any]) -> str:

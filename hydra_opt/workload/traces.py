@@ -110,6 +110,8 @@ def _token(path: str, line: int, column: str, text: str) -> int:
         v = int(f)
     if v < 0:
         raise _err(path, line, column, text, "is negative; token counts must be >= 0")
+    if v > 2**40:  # beyond int64 arrays a huge value overflows; no request has 10^12 tokens
+        raise _err(path, line, column, text, "is too large; token counts must be <= 2**40")
     return v
 
 

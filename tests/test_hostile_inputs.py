@@ -1,0 +1,101 @@
+"""Hostile input: every case of the corpus in ``tests/fixtures/hostile/`` (malformed study YAMLs, workloads,
+traces, storage URLs, paths with traversal, NaN/inf, huge numbers, wrong encodings, empty files, bad CLI values)
+makes ``python -m hydra_opt.run`` exit with code 2 and one line naming the file and key, creates no study (no
+storage file, no study on the shared PostgreSQL server) and never prints the storage password.
+
+Each case runs in-process (``hydra_opt.cli.main.main``) on a copy of the corpus, so relative storage/artifact paths
+would land in the copy, where the test looks for them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from dist_fakes import PG_URL, server_reachable, unique_name
+from hydra_opt.cli.main import main
+
+CORPUS = Path(__file__).resolve().parent / "fixtures" / "hostile"
+MANIFEST = yaml.safe_load((CORPUS / "MANIFEST.yaml").read_text())
+SECRET: str = MANIFEST["secret"]
+CASES: dict[str, dict] = MANIFEST["cases"]
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(CASES) >= 40
+
+
+@pytest.fixture(scope="module")
+def pg_with_password() -> str | None:
+    """PostgreSQL URL carrying a password (the server trusts local users, so it connects) or None."""
+    if server_reachable(PG_URL):
+        return None
+    return PG_URL.replace("postgres@", f"postgres:{SECRET}@")
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_malformed_input_exits_2_with_one_located_line(case: str, tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                       pg_with_password: str | None) -> None:
+    spec = CASES[case]
+    work = tmp_path / "corpus"
+    shutil.copytree(CORPUS, work)
+    before = _files(work)
+    args = [str(work / spec["study"]), *spec["args"]]
+    name = unique_name("t7hostile")
+    study_file = work / spec["study"]
+    if "--storage" not in spec["args"] and not (study_file.is_file() and b"storage:" in study_file.read_bytes()):
+        # A valid storage with a password: an input error must stop the run before anything is created in it.
+        args += ["--storage", pg_with_password or f"sqlite:///{tmp_path / 'never.db'}"]
+    if "--study-name" not in spec["args"]:
+        args += ["--study-name", name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(["run", *args])
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hydra_opt: error: "), err
+    for fragment in spec["expect"]:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert SECRET not in out + err
+    assert "Traceback" not in out + err
+    assert _files(work) == before, "the run created files (storage, artifacts) despite the input error"
+    assert not (tmp_path / "never.db").exists()
+    if pg_with_password:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert name not in optuna.study.get_all_study_names(PG_URL)
+
+
+@pytest.mark.db
+def test_password_is_redacted_in_progress_summary_and_dashboard_command(tmp_path: Path, capsys) -> None:
+    """A successful run on a password URL prints the URL only as ``user:***@``."""
+    if server_reachable(PG_URL):
+        pytest.skip(server_reachable(PG_URL))
+    url = PG_URL.replace("postgres@", f"postgres:{SECRET}@")
+    name = unique_name("t7redact")
+    study = tmp_path / "valid.yaml"
+    shutil.copy(CORPUS / "valid.yaml", study)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            code = main(["run", str(study), "--storage", url, "--study-name", name])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert SECRET not in out + err
+        assert "postgres:***@127.0.0.1" in out  # the progress header and the dashboard command
+        assert "optuna-dashboard 'postgresql+psycopg2://postgres:***@" in out or \
+            "optuna-dashboard postgresql+psycopg2://postgres:***@" in out
+    finally:
+        from dist_fakes import delete_study
+
+        delete_study(PG_URL, name)
