@@ -228,3 +228,18 @@ def test_roofline_is_an_upper_bound_style_baseline(llama, arxiv) -> None:
         e = estimate(d, llama, arxiv)
         assert r.bottleneck in ("compute", "hbm", "noi")
         assert r.throughput_tok_s >= e.capacity_tok_s * 0.999  # pooled resources bound the pipeline
+
+
+def test_lending_allocation_chain_balances_phases() -> None:
+    """Allocation CTMC (§V-A/V-D): π sums to 1 per family, concentrates where the phases drain equally fast, and
+    lending never makes the expected cycle rate worse than a badly unbalanced native split."""
+    fams = [(1, 7, 1.0, 2.0, 1.0, 2.0)]  # 1 prefill-built, 7 decode-built chiplets; equal work per phase
+    gain, pis = markov.lending_gain(fams, 0.9, 1.0)
+    assert pis[0].sum() == pytest.approx(1.0)
+    g_p, g_d = markov.lending_states(1, 7, 1.0, 2.0, 1.0, 2.0, 0.9)
+    best = int(np.argmax(np.minimum(g_p, g_d)))
+    assert int(np.argmax(pis[0])) in (best - 1, best, best + 1)
+    assert gain > 1.0
+    # Two families: the joint π is the product of the per-family chains.
+    gain2, pis2 = markov.lending_gain(fams + [(4, 4, 1.0, 1.5, 1.0, 1.5)], 0.9, 1.0)
+    assert np.allclose(pis2[0], pis[0]) and pis2[1].sum() == pytest.approx(1.0)

@@ -301,6 +301,7 @@ class DesignInputs:
     mem_limited: np.ndarray  # (D,) bool: batches limited by memory capacity
     feasible: np.ndarray  # (D,) bool
     type_names: list  # names by type id
+    lend_gain: np.ndarray | None = None  # (D,) cycle-rate gain of elastic cross-phase lending (1 = off)
 
 
 def _counts(design) -> list[tuple[str, int]]:
@@ -417,7 +418,12 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
     nbat = min(float(max_batches), math.floor(conc / b) if batching == "static" else conc / b)
     plan = cycle_plan(prep, batching, b, token_budget)
     hbm = hbm_port_cap_gbps(n_mem, float(mem.bw_gbps), d2d, int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4)))
+    gain = 1.0
+    lend = opts.lend if opts.lend is not None else False
+    if lend and str(design.scheduler) == "elastic":
+        gain = _lending_gain(prep, chips, counts, tables, opts)
     return DesignInputs(
+        lend_gain=np.array([gain]),
         pre_t=pre_t[None],
         dec_t=dec_t[None],
         pre_ref=pre_ref[None],
@@ -440,6 +446,25 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
         feasible=np.array([nbat >= (1.0 if batching == "static" else 1.0 / b) and ns > 0]),
         type_names=type_names,
     )
+
+
+def _lending_gain(prep: Prepared, chips: list, counts: list, tables: list, opts: EstimatorOptions) -> float:
+    """Elastic cross-phase lending: the allocation CTMC's expected cycle-rate gain (``markov.lending_gain``)."""
+    fams = np.array(prep.families)
+    fam_rows = []
+    for f in sorted(set(prep.families)):
+        rows = fams == f
+        p_idx = [i for i, c in enumerate(chips) if c.can_run(f, "prefill")]
+        d_idx = [i for i, c in enumerate(chips) if c.can_run(f, "decode")]
+        if not p_idx or not d_idx:
+            return 1.0
+        n_p = sum(counts[i][1] for i in p_idx)
+        n_d = sum(counts[i][1] for i in d_idx)
+        tp, td = tables[p_idx[0]], tables[d_idx[0]]
+        fam_rows.append((n_p, n_d, float(tp.pre_s[rows].sum()), float(td.pre_s[rows].sum()),
+                         float(td.dec_s[rows].sum()), float(tp.dec_s[rows].sum())))
+    gain, _ = markov.lending_gain(fam_rows, opts.lend_efficiency, max(prep.arrival_per_s, 1e-3))
+    return max(gain, 1.0)
 
 
 def memory_concurrency(prep: Prepared, n_mem, capacity_bytes, batching: str, b) -> np.ndarray:
@@ -518,6 +543,10 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
     if np.any(dyn):
         for k, v in loads.items():
             loads[k] = np.where(dyn[:, None], cap.balance_within_types(v, inp.type_id, opts.balance_efficiency), v)
+    if inp.lend_gain is not None and np.any(inp.lend_gain != 1.0):
+        # Elastic lending speeds the whole cycle up by the allocation chain's expected gain (Eq. 8 over π).
+        for k in loads:
+            loads[k] = loads[k] / inp.lend_gain[:, None]
     pre_load, dec_load = loads["pre"], loads["dec"]
     demand = pre_load + dec_load
     m = np.maximum(inp.batches, 1.0)
@@ -618,6 +647,7 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
         sub = subset(ct_idx)
         sub.pre1_sum = loads["pre1"].sum(axis=-1)[ct_idx]
         sub.admits_cycle = inp.admits_cycle[ct_idx]
+        sub.cap_tok = cap_tok[ct_idx]
         sub.horizon = prep.horizon_s
         sub.steps = prep.stats.steps
         thr_c, ttft_c = fluid.continuous_requests(sub, w0, w1, prep.horizon_s, from_=opts.ttft_from)

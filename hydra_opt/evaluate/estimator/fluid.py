@@ -400,6 +400,8 @@ def continuous_requests(fi: FluidInputs, t0: float, t1: float, horizon: float, f
             dd = float(np.clip(min(m, n_run), 1.0, curve.size))
             a = max(1.0, n_run / m)
             tau = float(np.interp(dd, np.arange(1, curve.size + 1), curve)) * (fi.tau0[r] + fi.tau1[r] * a) / full
+            # Passes also carry the new members' prefill: the token rate cannot exceed the cycle capacity.
+            tau = max(tau, n_run / max(float(fi.cap_tok[r]), 1e-300))
             n_run = min(m * b, max(1.0, lam_eff * (l_pre + s_mean * tau)))
         t_end = horizon if np.isfinite(horizon) else t1
         n_req = int(max(0, np.floor(lam * (t_end - fi.a0[r]))) + 1)
@@ -410,7 +412,9 @@ def continuous_requests(fi: FluidInputs, t0: float, t1: float, horizon: float, f
         k0 = np.maximum(t0 - first, 0.0) / max(tau, 1e-300)
         k1 = np.maximum(t1 - first, 0.0) / max(tau, 1e-300)
         tok = ((first > t0) & (first <= t1)) + np.interp(k1, gk, ge) - np.interp(k0, gk, ge)
-        thr[r] = float(tok.sum()) / max(t1 - t0, 1e-300)
+        # Admissions beyond the first m·B only replace completed requests, so the running set never exceeds m·B:
+        # the window's token rate is bounded by the pipeline's cycle capacity.
+        thr[r] = min(float(tok.sum()) / max(t1 - t0, 1e-300), float(fi.cap_tok[r]))
         sel = (arr >= t0) & (arr <= t1) & (first <= horizon)
         if sel.any():
             start = arr if from_ == "arrival" else adm

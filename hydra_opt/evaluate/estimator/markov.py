@@ -33,6 +33,8 @@ __all__ = [
     "allocation_chain",
     "fluid_wait",
     "md1_wait",
+    "lending_states",
+    "lending_gain",
 ]
 
 
@@ -141,13 +143,14 @@ def allocation_chain(demand: np.ndarray, capacity_gap: np.ndarray) -> np.ndarray
     irreducible), which concentrates π where the two phases drain equally fast.
 
     Args:
-        demand: Scalar jitter rate (1/s), e.g. the request arrival rate.
-        capacity_gap: ``(n+1,)`` signed gap per state.
+        demand: Rate scale (1/s), e.g. the request arrival rate; the jitter is 1e-3 of it.
+        capacity_gap: ``(n+1,)`` signed *relative* gap per state, in [−1, 1].
     """
     g = np.asarray(capacity_gap, dtype=np.float64)
-    eps = float(np.asarray(demand)) * 1e-3 + 1e-9
-    up = np.maximum(g[:-1], 0.0) + eps
-    down = np.maximum(-g[1:], 0.0) + eps
+    rate = float(np.asarray(demand))
+    eps = rate * 1e-3 + 1e-9
+    up = rate * np.maximum(g[:-1], 0.0) + eps
+    down = rate * np.maximum(-g[1:], 0.0) + eps
     return birth_death_stationary(up, down)
 
 
@@ -171,3 +174,64 @@ def md1_wait(arrival_per_s, service_s):
     rho = lam * s
     with np.errstate(divide="ignore"):
         return np.where(rho < 1.0, rho * s / (2.0 * (1.0 - rho)), np.inf)
+
+
+def lending_states(n_p: int, n_d: int, t_pp: float, t_pd: float, t_dd: float, t_dp: float, efficiency: float):
+    """Prefill/decode capacities of one family for every allocation ``k`` = its chiplets on prefill (Eqs. 6–7).
+
+    ``k ≤ n_p``: ``k`` prefill-built chiplets do prefill, the other ``n_p − k`` are lent to decode; ``k > n_p``:
+    all prefill-built chiplets do prefill and ``k − n_p`` decode-built ones are lent to prefill. A chiplet's rate
+    for a phase is the inverse of its opcost time for the family's work of one cycle (``t_pp``: prefill work on a
+    prefill-built chiplet, ``t_pd``: prefill work on a decode-built one, ``t_dd``, ``t_dp`` likewise for decode);
+    lent chiplets realise ``efficiency`` of it (migration and queue-status lag).
+
+    Returns:
+        ``(g_p, g_d)`` arrays over ``k = 0..n_p+n_d`` (cycles of work per second).
+    """
+    k = np.arange(n_p + n_d + 1, dtype=np.float64)
+    nat_p = np.minimum(k, n_p)
+    lent_to_p = np.maximum(k - n_p, 0.0)
+    lent_to_d = np.maximum(n_p - k, 0.0)
+    nat_d = np.minimum(n_d, n_p + n_d - k)
+    g_p = nat_p / t_pp + efficiency * lent_to_p / t_pd
+    g_d = nat_d / t_dd + efficiency * lent_to_d / t_dp
+    return g_p, g_d
+
+
+def lending_gain(families: list[tuple[int, int, float, float, float, float]], efficiency: float, rate: float):
+    """π over allocations (product over families, §V-D) and the elastic gain in cycle rate.
+
+    Each family's allocation chain moves toward the phase that drains slower (:func:`allocation_chain` with gap
+    ``1/G_p − 1/G_d``); families are independent chains, so the joint π is their product. The cycle rate of a state
+    is limited by its slower phase and slowest family; the gain is ``E_π[rate] / rate(native allocation)``.
+
+    Args:
+        families: Per family ``(n_p, n_d, t_pp, t_pd, t_dd, t_dp)``.
+        efficiency: Lent-chiplet efficiency.
+        rate: Jitter rate of the chains (e.g. arrivals/s).
+
+    Returns:
+        ``(gain, pis)`` with one π per family.
+    """
+    pis, caps, native = [], [], []
+    for n_p, n_d, t_pp, t_pd, t_dd, t_dp in families:
+        g_p, g_d = lending_states(n_p, n_d, t_pp, t_pd, t_dd, t_dp, efficiency)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tp = np.where(g_p > 0, 1.0 / np.maximum(g_p, 1e-300), np.inf)
+            td = np.where(g_d > 0, 1.0 / np.maximum(g_d, 1e-300), np.inf)
+            gap = np.where(np.isinf(tp), 1.0, np.where(np.isinf(td), -1.0, (tp - td) / (tp + td)))
+        pi = allocation_chain(rate, gap)
+        pis.append(pi)
+        caps.append(np.minimum(g_p, g_d))
+        native.append(min(g_p[n_p], g_d[n_p]))
+    # Joint state: the slowest family limits the cycle rate; expectation over the product distribution.
+    exp_rate = 0.0
+    grids = np.meshgrid(*[np.arange(p.size) for p in pis], indexing="ij")
+    joint = np.ones_like(grids[0], dtype=np.float64)
+    cap_joint = np.full(grids[0].shape, np.inf)
+    for f, g in enumerate(grids):
+        joint = joint * pis[f][g]
+        cap_joint = np.minimum(cap_joint, caps[f][g])
+    exp_rate = float((joint * cap_joint).sum())
+    base = min(native) if native else 0.0
+    return (exp_rate / base if base > 0 else 1.0), pis

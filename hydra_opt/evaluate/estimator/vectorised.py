@@ -36,9 +36,10 @@ def _inputs_many(designs: Sequence, prep: core.Prepared, opts: EstimatorOptions,
     scal = {k: np.zeros(n) for k in ("mem_bytes_cycle", "hbm_cap_bps", "batches", "batch", "tokens_cycle",
                                       "admits_cycle", "passes_cycle", "mem1_pass", "memb_pass")}
     flags = {k: np.zeros(n, dtype=bool) for k in ("static_sched", "static_batching", "mem_limited", "feasible")}
+    gain = np.ones(n)
     cache: dict = {}
     for r, d in enumerate(designs):
-        key = (tuple(core._counts(d)), float(d.d2d_bw_gbps), int(d.max_batch), str(d.batching), str(d.memory), int(d.n_mem),
+        key = (tuple(core._counts(d)), str(d.scheduler), float(d.d2d_bw_gbps), int(d.max_batch), str(d.batching), str(d.memory), int(d.n_mem),
                float(getattr(d, "slot_area_mm2", 144.0)), int(getattr(d, "grid_w", 6)), int(getattr(d, "grid_h", 4)))
         one = cache.get(key)
         if one is None:
@@ -57,6 +58,7 @@ def _inputs_many(designs: Sequence, prep: core.Prepared, opts: EstimatorOptions,
         type_id[r, :s] = mapped
         for k in scal:
             scal[k][r] = getattr(one, k)[0]
+        gain[r] = one.lend_gain[0] if one.lend_gain is not None else 1.0
         flags["static_batching"][r] = one.static_batching[0]
         flags["mem_limited"][r] = one.mem_limited[0]
         flags["feasible"][r] = one.feasible[0]
@@ -64,7 +66,7 @@ def _inputs_many(designs: Sequence, prep: core.Prepared, opts: EstimatorOptions,
     del fams, fam_names
     return core.DesignInputs(
         pre_t=arrays["pre_t"], dec_t=arrays["dec_t"], pre_ref=arrays["pre_ref"], dec_ref=arrays["dec_ref"],
-        dec1=arrays["dec1"], pre1=arrays["pre1"], type_id=type_id, type_names=type_names, **scal, **flags,
+        dec1=arrays["dec1"], pre1=arrays["pre1"], lend_gain=gain, type_id=type_id, type_names=type_names, **scal, **flags,
     )
 
 
