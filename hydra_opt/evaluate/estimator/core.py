@@ -658,28 +658,32 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
     for i in np.nonzero(~over)[0]:
         # Stationary regime: occupancy CTMC with μ(n) from the MVA curve; Eq. 8 gives the stationary throughput,
         # the waiting room the stochastic queueing delay the (deterministic) fluid does not see.
-        n_adm = int(max(1, round(float(m[i] * inp.batch[i]))))
-        nb_in = np.arange(1, n_adm + 1) / inp.batch[i]
+        # Unit of the chain: a batch for static batching (requests join and leave it together), a request for
+        # continuous batching.
+        u = float(inp.batch[i]) if inp.static_batching[i] else 1.0
+        n_adm = int(max(1, round(float(m[i] * inp.batch[i] / u))))
+        nb_in = np.arange(1, n_adm + 1) * u / inp.batch[i]  # batches in flight
         xn = np.where(
             nb_in >= 1.0,
             _interp_curve(np.broadcast_to(curve[i], (n_adm, m_max)), np.minimum(nb_in, m[i])),
             nb_in * curve[i, 0],
         )
-        mu_n = np.minimum(xn, x_hbm[i]) * inp.admits_cycle[i]
-        mu_n[-1] = mu_max[i]
+        mu_n = np.minimum(xn, x_hbm[i]) * inp.admits_cycle[i] / u
+        mu_n[-1] = mu_max[i] / u
         mu_n = np.maximum.accumulate(mu_n)
-        room = int(min(2000, max(1.0, lam * fi.t_end)))  # a finite run cannot queue more than its arrivals
+        lam_u = lam / u
+        room = int(min(2000, max(1.0, lam_u * fi.t_end)))  # a finite run cannot queue more than its arrivals
         if sparse:
-            pi, _ = markov.occupancy_chain(lam, mu_n, n_adm, room)
+            pi, _ = markov.occupancy_chain(lam_u, mu_n, n_adm, room)
         else:
-            pi, _ = _occupancy_closed(lam, mu_n, n_adm, room)
+            pi, _ = _occupancy_closed(lam_u, mu_n, n_adm, room)
         pis[i] = pi
         nn = np.arange(pi.size)
         queue = np.maximum(nn - n_adm, 0)
-        g_d = np.concatenate([[0.0], mu_n, np.full(pi.size - 1 - n_adm, mu_max[i])])[: pi.size] * out_tok
+        g_d = np.concatenate([[0.0], mu_n, np.full(pi.size - 1 - n_adm, mu_n[-1])])[: pi.size] * u * out_tok
         stat_thr[i] = float((pi * g_d).sum())  # Eq. 8: T = Σ π_s G_d(s)
         # Little's law on the waiting room, scaled from exponential to the real service variability (P–K).
-        wait[i] = float((pi * queue).sum()) / lam * (1.0 + scv) / 2.0 if lam > 0 else 0.0
+        wait[i] = float((pi * queue).sum()) / lam_u * (1.0 + scv) / 2.0 if lam > 0 else 0.0
         # Static batching: waiting for a batch to fill is already in the fluid (formation times); the chain's
         # low-occupancy states are that same wait, so only continuous batching adds the stochastic queueing.
         if opts.ttft_from == "arrival" and np.isfinite(ttft[i]) and not inp.static_batching[i]:
