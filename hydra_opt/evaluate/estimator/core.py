@@ -641,7 +641,17 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
         n = fluid.static_curves(sub, seq, np.array([w0, w1]))
         thr[st_idx] = (n[:, 1] - n[:, 0]) / max(w1 - w0, 1e-300)
         tt = fluid.static_ttft(sub, seq, w0, w1, prep.horizon_s, from_=opts.ttft_from)
-        ttft[st_idx] = np.where(np.isfinite(tt), tt, np.inf)
+        # Stochastic queueing at the prefill bottleneck stage, which the deterministic fluid does not see below
+        # saturation: batches reach it every B/λ on average (Erlang-B formation: c_a² = 1/B) and need max D_P
+        # (c_s² = the prompt-length SCV of a B-prompt batch); Kingman's G/G/1 mean wait, at most half the window.
+        rho_p = lam / np.maximum(sub.B, 1.0) * sub.pre_max
+        ca2 = 1.0 / np.maximum(sub.B, 1.0)
+        cs2 = _prompt_scv(prep) / np.maximum(sub.B, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w_p = np.where(rho_p < 1.0, rho_p / (1.0 - rho_p) * (ca2 + cs2) / 2.0 * sub.pre_max, np.inf)
+        w_p = np.minimum(w_p, 0.5 * max(w1 - w0, 0.0))
+        ttft[st_idx] = np.where(np.isfinite(tt), tt + w_p, np.inf)
+        wait[st_idx] = w_p
     ct_idx = np.nonzero(~inp.static_batching)[0]
     if ct_idx.size:
         sub = subset(ct_idx)
@@ -729,6 +739,13 @@ def _interp_curve(curve: np.ndarray, m: np.ndarray) -> np.ndarray:
     a = np.take_along_axis(curve, (lo - 1)[..., None], -1)[..., 0]
     b = np.take_along_axis(curve, (hi - 1)[..., None], -1)[..., 0]
     return a + w * (b - a)
+
+
+def _prompt_scv(prep: Prepared) -> float:
+    """Squared coefficient of variation of the prompt length (prefill work of one request)."""
+    p = prep.stats.prompt_tok
+    mu = float(p.mean()) if p.size else 0.0
+    return float(p.var() / mu**2) if mu > 0 else 0.0
 
 
 def _service_scv(prep: Prepared) -> float:

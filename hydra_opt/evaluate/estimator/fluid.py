@@ -221,7 +221,11 @@ def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 2, n_t: int =
             g = gform[:, i]
             ok = (tg[None, :] >= g[:, None]) & (alive <= m[:, None] - 1.0 + 1e-6)
             has = ok.any(axis=1)
-            f = np.maximum(np.where(has, tg[np.argmax(ok, axis=1)], np.maximum(g, tg[-1])), g)
+            j_ok = np.argmax(ok, axis=1)
+            # A slot already free when the B-th member arrives: form exactly then (not at the next grid point).
+            free_now = j_ok == np.searchsorted(tg, g)
+            f = np.where(has & free_now, g, np.where(has, tg[j_ok], np.maximum(g, tg[-1])))
+            f = np.maximum(f, g)
             c = np.maximum(f + fi.pre_sum, c_prev + fi.pre_max)
             g_c = (np.interp(c[0], tg, g_t[0]) + max(c[0] - tg[-1], 0.0) * g_rate[0]) * np.ones(1) if d == 1 \
                 else _interp_rows2(c[:, None], tg, g_t, g_rate)[:, 0]
