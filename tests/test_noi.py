@@ -49,6 +49,31 @@ def test_routes_are_minimal_xy_and_connected(w: int, h: int) -> None:
         assert m.route(s, d) is r  # cached
 
 
+@pytest.mark.parametrize("routing", ["yx", "o1turn"])
+def test_other_routings_are_minimal_and_dimension_ordered(routing: str) -> None:
+    m = Mesh(5, 4, 100, 0.0, routing=routing)
+    orders = set()
+    for s, d in itertools.product(range(m.n_nodes), repeat=2):
+        nodes = m.route_nodes(s, d)
+        assert len(nodes) - 1 == m.hops(s, d) and nodes[0] == s and nodes[-1] == d
+        axes = ["x" if a // 4 != b // 4 else "y" for a, b in zip(nodes, nodes[1:])]
+        assert axes == sorted(axes) or axes == sorted(axes, reverse=True)  # one turn at most
+        if "x" in axes and "y" in axes:
+            orders.add(axes[0])
+    assert orders == ({"y"} if routing == "yx" else {"x", "y"})
+    with pytest.raises(ValueError):
+        Mesh(2, 2, 1.0, routing="adaptive")
+
+
+def test_o1turn_spreads_egress_of_an_edge_node() -> None:
+    # A left-edge node sending to every other column: XY funnels everything through its one +x link.
+    for routing, expect_links in (("xy", 1), ("o1turn", 3)):
+        m = Mesh(6, 4, 100, 0.0, routing=routing)
+        src = m.node(0, 1)
+        first = {m.route(src, m.node(x, y))[0] for x in range(1, 6) for y in range(4)}
+        assert len(first) == expect_links
+
+
 def test_bisection() -> None:
     assert Mesh(6, 4, 100).bisection_bw_gbps() == 400.0
     assert Mesh(4, 6, 100).bisection_bw_gbps(bidirectional=True) == 800.0

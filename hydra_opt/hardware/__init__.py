@@ -6,7 +6,7 @@ from hydra_opt.hardware.area import AreaBreakdown, Composition, compose, composi
 from hydra_opt.hardware.chiplets import ChipletLibrary, ChipletSpec, register_chiplet_provider
 from hydra_opt.hardware.memory import get_memory, list_memories
 from hydra_opt.hardware.types import FAMILIES, PHASES, ChipletType, MemoryType
-from hydra_opt.hardware.noi import SHARING_MODES, FlowDone, FlowNetwork, Mesh, plot_link_heatmap
+from hydra_opt.hardware.noi import ROUTINGS, SHARING_MODES, FlowDone, FlowNetwork, Mesh, plot_link_heatmap
 
 __all__: list[str] = [
     "AreaBreakdown",
@@ -28,4 +28,5 @@ __all__: list[str] = [
     "Mesh",
     "SHARING_MODES",
     "plot_link_heatmap",
+    "ROUTINGS",
 ]

@@ -32,6 +32,7 @@ __all__ = [
     "FlowNetwork",
     "FlowDone",
     "SHARING_MODES",
+    "ROUTINGS",
     "plot_link_heatmap",
 ]
 
@@ -41,6 +42,12 @@ __all__ = [
 #: shares (one vectorised pass, no redistribution of unused share: a pessimistic, cheaper approximation).
 #: ``none``: no contention, every flow runs at its own bottleneck capacity (an optimistic bound).
 SHARING_MODES: tuple[str, ...] = ("maxmin", "equal", "none")
+
+#: Minimal, deterministic routing functions of :class:`Mesh`.
+#: ``xy``: dimension order, x first (the default). ``yx``: y first.
+#: ``o1turn``: static O1TURN — a flow takes XY when ``(src + dst)`` is even and YX otherwise, so traffic out of
+#: (or into) one node is spread over both of its first (last) links instead of funnelled through one.
+ROUTINGS: tuple[str, ...] = ("xy", "yx", "o1turn")
 
 # Directions, in the order links are numbered for each node.
 _DIRS: tuple[tuple[int, int], ...] = ((1, 0), (-1, 0), (0, 1), (0, -1))
@@ -54,6 +61,7 @@ class Mesh:
         height: Number of rows (y extent), ≥ 1.
         link_bw_gbps: Bandwidth of every directed link, GB/s (> 0).
         hop_latency_s: Latency of one link traversal, s (≥ 0).
+        routing: One of :data:`ROUTINGS` (default ``"xy"``).
 
     Attributes:
         n_nodes: ``width·height``.
@@ -61,13 +69,18 @@ class Mesh:
         link_src, link_dst: ``int64`` arrays (n_links,) with each link's endpoints.
     """
 
-    def __init__(self, width: int, height: int, link_bw_gbps: float, hop_latency_s: float = 0.0) -> None:
+    def __init__(
+        self, width: int, height: int, link_bw_gbps: float, hop_latency_s: float = 0.0, routing: str = "xy"
+    ) -> None:
         if int(width) != width or int(height) != height or width < 1 or height < 1:
             raise ValueError(f"mesh size must be positive integers, got {width}x{height}")
         if not (link_bw_gbps > 0 and math.isfinite(link_bw_gbps)):
             raise ValueError(f"link_bw_gbps must be a positive finite number, got {link_bw_gbps}")
         if not (hop_latency_s >= 0 and math.isfinite(hop_latency_s)):
             raise ValueError(f"hop_latency_s must be a non-negative finite number, got {hop_latency_s}")
+        if routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
+        self.routing = routing
         self.width = int(width)
         self.height = int(height)
         self.link_bw_gbps = float(link_bw_gbps)
@@ -93,7 +106,7 @@ class Mesh:
     def __repr__(self) -> str:
         return (
             f"Mesh(width={self.width}, height={self.height}, link_bw_gbps={self.link_bw_gbps}, "
-            f"hop_latency_s={self.hop_latency_s})"
+            f"hop_latency_s={self.hop_latency_s}, routing={self.routing!r})"
         )
 
     # -- coordinates -------------------------------------------------------------------------------------------
@@ -133,26 +146,33 @@ class Mesh:
 
     # -- routing -----------------------------------------------------------------------------------------------
     def route(self, src: int, dst: int) -> tuple[int, ...]:
-        """Link ids of the dimension-order (XY) route from ``src`` to ``dst`` (empty when equal); cached."""
+        """Link ids of the route from ``src`` to ``dst`` under :attr:`routing` (empty when equal); cached."""
         key = (int(src), int(dst))
         r = self._routes.get(key)
         if r is None:
-            (x, y), (x1, y1) = self.xy(src), self.xy(dst)
-            links: list[int] = []
-            n = key[0]
-            while x != x1:
-                x += 1 if x1 > x else -1
-                m = self.node(x, y)
-                links.append(self._link_of[(n, m)])
-                n = m
-            while y != y1:
-                y += 1 if y1 > y else -1
-                m = self.node(x, y)
-                links.append(self._link_of[(n, m)])
-                n = m
-            r = tuple(links)
+            x_first = self.routing == "xy" or (self.routing == "o1turn" and (key[0] + key[1]) % 2 == 0)
+            r = self._dim_order(key[0], key[1], x_first)
             self._routes[key] = r
         return r
+
+    def _dim_order(self, src: int, dst: int, x_first: bool) -> tuple[int, ...]:
+        (x, y), (x1, y1) = self.xy(src), self.xy(dst)
+        links: list[int] = []
+        n = src
+        for axis in ("x", "y") if x_first else ("y", "x"):
+            if axis == "x":
+                while x != x1:
+                    x += 1 if x1 > x else -1
+                    m = self.node(x, y)
+                    links.append(self._link_of[(n, m)])
+                    n = m
+            else:
+                while y != y1:
+                    y += 1 if y1 > y else -1
+                    m = self.node(x, y)
+                    links.append(self._link_of[(n, m)])
+                    n = m
+        return tuple(links)
 
     def route_nodes(self, src: int, dst: int) -> tuple[int, ...]:
         """Nodes visited by :meth:`route`, both ends included."""
