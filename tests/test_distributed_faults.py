@@ -161,3 +161,69 @@ def test_redis_journal_recovers_by_heartbeat(tmp_path: Path) -> None:
         assert_killed_trial_retried(load(REDIS_URL, name), 4)
     finally:
         delete_study(REDIS_URL, name)
+
+
+def _journal_study(tmp_path: Path) -> optuna.Study:
+    from hydra_opt.dse.storages import make_storage
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return optuna.create_study(storage=make_storage(f"journal:///{tmp_path / 'unit.log'}"), study_name="unit")
+
+
+def test_recover_fails_only_silent_trials_and_queues_same_params(tmp_path: Path) -> None:
+    from hydra_opt.dse.fault import HEARTBEAT_ATTR, recover_stale_trials
+
+    study = _journal_study(tmp_path)
+    dead, alive = study.ask(), study.ask()
+    for t, x in ((dead, 1), (alive, 2)):
+        study._storage.set_trial_param(t._trial_id, "x", float(x), optuna.distributions.IntDistribution(0, 10))
+    now = time.time() + 1000  # both started ~1000 s before "now"; one kept beating, the other fell silent
+    study._storage.set_trial_system_attr(dead._trial_id, HEARTBEAT_ATTR, now - 500)
+    study._storage.set_trial_system_attr(alive._trial_id, HEARTBEAT_ATTR, now - 5)
+    got = recover_stale_trials(study, 60.0, now_s=now)
+    assert [r.number for r in got] == [dead.number] and got[0].idle_s == pytest.approx(500, abs=1)
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    assert trials[dead.number].state == TrialState.FAIL and trials[alive.number].state == TrialState.RUNNING
+    retry = trials[got[0].retry_number]
+    assert retry.state == TrialState.WAITING and retry.params == {"x": 1} and retried_number(retry) == dead.number
+    assert recover_stale_trials(study, 60.0, now_s=now) == []  # idempotent
+
+
+def test_optimize_until_budget_waits_for_a_dead_trial_and_runs_its_retry(tmp_path: Path) -> None:
+    from hydra_opt.dse.fault import HEARTBEAT_ATTR, optimize_until_budget
+
+    study = _journal_study(tmp_path)
+    zombie = study.ask({"x": optuna.distributions.IntDistribution(0, 10)})  # a worker that died mid-trial
+    now = [time.time()]
+    study._storage.set_trial_system_attr(zombie._trial_id, HEARTBEAT_ATTR, now[0])
+
+    def stop_at_budget(s: optuna.Study, _t: object) -> None:
+        live = (*FINISHED, TrialState.RUNNING, TrialState.WAITING)
+        if len(s.get_trials(deepcopy=False, states=live)) >= 3:
+            s.stop()
+
+    sleeps: list[float] = []
+    rounds = optimize_until_budget(
+        study,
+        lambda left: study.optimize(lambda t: float(t.suggest_int("x", 0, 10)), callbacks=[stop_at_budget]),
+        budget=3, timeout_s=60, poll_s=7.0, journal_grace_s=30.0,
+        sleep=lambda s: (sleeps.append(s), now.__setitem__(0, now[0] + 20.0)),  # 20 s pass per poll
+        clock=lambda: now[0],
+    )
+    trials = study.get_trials(deepcopy=False)
+    assert sum(t.state in FINISHED for t in trials) == 3 and rounds == 2 and sleeps == [7.0, 7.0]  # 40 s > 30 s
+    assert trials[zombie.number].state == TrialState.FAIL
+    retry = [t for t in trials if retried_number(t) == zombie.number]
+    assert len(retry) == 1 and retry[0].state == TrialState.COMPLETE and retry[0].params == trials[zombie.number].params
+
+
+def test_optimize_until_budget_does_not_wait_without_heartbeat(tmp_path: Path) -> None:
+    from hydra_opt.dse.fault import optimize_until_budget
+
+    study = _journal_study(tmp_path)
+    study.ask()  # RUNNING forever; without a heartbeat nobody can tell it is dead
+    calls: list[float | None] = []
+    rounds = optimize_until_budget(study, lambda left: calls.append(left), budget=1, timeout_s=None,
+                                   journal_grace_s=0.0, sleep=lambda s: pytest.fail("must not wait"))
+    assert rounds == 0 and calls == []  # finished + running already fill the budget: no overflow trial either

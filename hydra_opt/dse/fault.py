@@ -296,7 +296,7 @@ def with_journal_heartbeat(objective: Callable[[optuna.Trial], Any], interval_s:
 
 
 # -- finishing the budget ------------------------------------------------------------------------------------
-def _fail_stale(study: Study, grace_s: float, max_retry: int | None) -> int:
+def _fail_stale(study: Study, grace_s: float, max_retry: int | None, now_s: float | None = None) -> int:
     """Fail stale trials by whichever mechanism the storage has; returns how many this call failed."""
     if has_rdb_heartbeat(study):
         before = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
@@ -305,7 +305,7 @@ def _fail_stale(study: Study, grace_s: float, max_retry: int | None) -> int:
             optuna.storages.fail_stale_trials(study)
         return len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,))) - before
     if is_journal(study) and grace_s > 0:
-        return len(recover_stale_trials(study, grace_s, max_retry=max_retry))
+        return len(recover_stale_trials(study, grace_s, max_retry=max_retry, now_s=now_s))
     return 0
 
 
@@ -319,6 +319,7 @@ def optimize_until_budget(
     journal_grace_s: float = 0.0,
     max_retry: int | None = 3,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.time,
 ) -> int:
     """Run optimisation rounds until the study holds ``budget`` finished trials (or time runs out).
 
@@ -327,7 +328,8 @@ def optimize_until_budget(
     worker stays: it polls every ``poll_s``, fails stale trials (RDB heartbeat, or the journal heartbeat older
     than ``journal_grace_s``), and runs another round for their retries (or replacements when retries are
     exhausted). Without any heartbeat (journal with ``journal_grace_s = 0``) it returns instead of waiting
-    forever; ``python -m hydra_opt recover`` then frees the trials.
+    forever; ``python -m hydra_opt recover`` then frees the trials. ``sleep`` and ``clock`` (epoch seconds, for
+    journal staleness) are injectable for tests.
 
     Returns:
         The number of rounds run.
@@ -347,9 +349,14 @@ def optimize_until_budget(
         if budget is not None and finished >= budget:
             return rounds
         if must_run and (budget is None or waiting or finished + running < budget):
-            run_round(left)
-            rounds += 1
             must_run = False
+            try:
+                run_round(left)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                # Another worker declared this worker's trial dead (a heartbeat gap longer than the grace period)
+                # and failed it; its retry is queued. Not fatal here: carry on with the next trial.
+                must_run = True
+            rounds += 1
             if budget is None:
                 return rounds
             continue
@@ -359,7 +366,7 @@ def optimize_until_budget(
         if not running or not watched:
             return rounds  # nothing left that could finish the budget here (a sampler stop, or no heartbeat)
         sleep(poll_s)
-        if _fail_stale(study, journal_grace_s, max_retry):
+        if _fail_stale(study, journal_grace_s, max_retry, clock()):
             must_run = True  # run the retries, or replacements if retries are exhausted
 
 
