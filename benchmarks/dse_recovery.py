@@ -140,6 +140,7 @@ def search(args) -> None:
                 rows.append({"method": f"optuna {sampler} + promotion pruner (seed {seed})", "simulations": sims,
                              "estimates": summary.finished - summary.infeasible,
                              "promotion_rate": summary.promotion_rate, "wall_s": wall, **rec})
+                assert summary.simulated == sims
                 print(rows[-1], flush=True)
 
     out = pd.DataFrame(rows)

@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t_start
     print()
     print(f"finished trials: {summary.finished} of budget {budget} ({summary.finished - summary.finished_before} "
-          f"this run) | simulated (COMPLETE) {summary.complete} | pruned {summary.pruned - summary.infeasible} | "
+          f"this run) | COMPLETE {summary.complete} ({summary.simulated} simulated) | pruned {summary.pruned - summary.infeasible} | "
           f"infeasible {summary.infeasible} | failed {summary.failed}")
     print(f"promotion rate: {summary.promotion_rate:.1%} of feasible trials simulated | wall time {wall:.1f} s")
     print()

@@ -308,13 +308,14 @@ def _summary(study, df, rows, facts, metrics, names, paths) -> None:
     by = df["state"].value_counts().to_dict() if n else {}
     infeasible = int((df["infeasible"] != "").sum()) if n else 0
     complete = by.get("COMPLETE", 0)
+    simulated = int(sum(1 for t in study.get_trials(deepcopy=False) if "sim_wall_s" in t.user_attrs))
     feasible_finished = complete + by.get("PRUNED", 0) - infeasible
     lines = [
         f"# Study `{study.study_name}`",
         "",
         f"- trials: {n} ({', '.join(f'{k} {v}' for k, v in sorted(by.items()))})",
         f"- infeasible (PRUNED with constraint > 0): {infeasible}",
-        f"- promotion rate: {complete / feasible_finished:.1%} of feasible finished trials simulated" if feasible_finished else "- promotion rate: n/a",
+        f"- promotion rate: {simulated / feasible_finished:.1%} of feasible finished trials simulated ({simulated} simulations)" if feasible_finished else "- promotion rate: n/a",
         f"- objectives: {', '.join(names)}",
         "",
         "## Pareto front (simulated)",

@@ -490,7 +490,7 @@ class RunSummary:
         artifact_dir: Artifact folder or None.
         finished_before: Finished trials in the study when the run started.
         finished: Finished trials at the end.
-        complete: COMPLETE (simulated) trials at the end.
+        complete: COMPLETE trials at the end (simulated, or reusing an identical design's simulation).
         pruned: PRUNED trials at the end (not promoted or infeasible).
         infeasible: PRUNED trials that were infeasible.
         failed: FAIL trials at the end.
@@ -508,11 +508,14 @@ class RunSummary:
     failed: int = 0
     wall_s: float = 0.0
 
+    simulated: int = 0
+
     @property
     def promotion_rate(self) -> float:
-        """Promoted / feasible finished trials (the share of estimated designs that were simulated)."""
+        """Simulated / feasible finished trials (the share of estimated trials that ran a simulation; trials that
+        reused the values of an already simulated design do not count as simulated)."""
         feasible = self.complete + self.pruned - self.infeasible
-        return self.complete / feasible if feasible else 0.0
+        return self.simulated / feasible if feasible else 0.0
 
 
 def apply_options(spec: StudySpec, opts: RunOptions) -> StudySpec:
@@ -698,6 +701,7 @@ def summarize(study: optuna.Study, spec: StudySpec, finished_before: int, wall_s
     s.pruned = sum(t.state == TrialState.PRUNED for t in trials)
     s.infeasible = sum(t.state == TrialState.PRUNED and "infeasible" in t.user_attrs for t in trials)
     s.failed = sum(t.state == TrialState.FAIL for t in trials)
+    s.simulated = sum(t.state == TrialState.COMPLETE and "sim_wall_s" in t.user_attrs for t in trials)
     s.finished = s.complete + s.pruned
     s.wall_s = wall_s
     return s
