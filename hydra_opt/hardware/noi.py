@@ -604,6 +604,22 @@ class FlowNetwork:
             bins[b][r] += ld * w
         bins[b1][r] += ld * (t1 - b1 * w)
 
+    def _shift_load(self, res: tuple[int, ...], delta: float, t: float) -> None:
+        """Add ``delta`` bytes/s to the load of ``res`` at time ``t`` (integrals settled first)."""
+        load, res_t, byt, cap = self._load, self._res_t, self._bytes, self._cap
+        binned = self.bin_s is not None
+        for r in res:
+            t0 = res_t[r]
+            ld = load[r]
+            if t > t0:
+                if ld > 0.0:
+                    byt[r] += ld * (t - t0)
+                    if binned:
+                        self._bin_add(r, ld, t0, t)
+                res_t[r] = t
+            v = ld + delta
+            load[r] = v if v > 1e-9 * cap[r] else 0.0  # exact zero when idle (no rounding residue)
+
     def _set_rate(self, f: _Flow, rate: float, t: float) -> None:
         """Change a flow's rate at time ``t`` (its bytes and its resources' integrals settled first)."""
         old = f.rate
@@ -619,11 +635,7 @@ class FlowNetwork:
         fin_old = old if old < math.inf else 0.0
         fin_new = rate if rate < math.inf else 0.0
         if fin_new != fin_old:
-            load = self._load
-            for r in f.res:
-                self._settle(r, t)
-                v = load[r] + (fin_new - fin_old)
-                load[r] = v if v > 1e-9 * self._cap[r] else 0.0
+            self._shift_load(f.res, fin_new - fin_old, t)
         f.rate = rate
         f.drain_t = t if (f.rem <= 0.0 or rate == math.inf) else t + f.rem / rate
         f.ver += 1
@@ -631,13 +643,8 @@ class FlowNetwork:
 
     def _drop(self, f: _Flow, t: float) -> None:
         del self._flows[f.flow_id]
-        if f.rate > 0.0:
-            fin = f.rate if f.rate < math.inf else 0.0
-            load = self._load
-            for r in f.res:
-                self._settle(r, t)
-                v = load[r] - fin
-                load[r] = v if v > 1e-9 * self._cap[r] else 0.0
+        if 0.0 < f.rate < math.inf:
+            self._shift_load(f.res, -f.rate, t)
         for r in f.res:
             self._users[r].discard(f)
         f.ver += 1  # invalidates its heap entry
