@@ -412,7 +412,23 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
                 rsrc = t.pre_ref_s if phase == "prefill" else t.dec_ref_s
                 out[rows, i] = src[rows]
                 ref[rows, i] = rsrc[rows]
-    mem_bytes = float(tables[0].mem_bytes.sum()) if tables else 0.0
+    # Memory traffic per family group: hybrid models split the memories into a Mamba and an attention group
+    # (HYDRA Eq. 1, the placement's rule), and each family's weights/KV/state stream only from its group. The
+    # binding group sets the cap: express it as an equivalent byte count against the total deliverable bandwidth.
+    groups = family_memory_groups(design, prep, n_mem)
+    fams = np.array(prep.families)
+
+    def eff_bytes(per_block: np.ndarray) -> float:
+        if not tables:
+            return 0.0
+        worst = 0.0
+        for f, n_f in groups.items():
+            b_f = float(per_block[fams == f].sum())
+            if b_f > 0:
+                worst = max(worst, b_f * n_mem / max(n_f, 1e-9))
+        return worst
+
+    mem_bytes = eff_bytes(tables[0].mem_bytes) if tables else 0.0
     conc = memory_concurrency(prep, n_mem, float(mem.capacity_bytes), batching, b)
     max_batches = opts.max_batches_in_flight or ns
     nbat = min(float(max_batches), math.floor(conc / b) if batching == "static" else conc / b)
@@ -430,8 +446,8 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
         dec_ref=dec_ref[None],
         dec1=dec1[None],
         pre1=pre1[None],
-        mem1_pass=np.array([float(tables[0].mem1_bytes.sum()) if tables else 0.0]),
-        memb_pass=np.array([float(tables[0].memb_bytes.sum()) if tables else 0.0]),
+        mem1_pass=np.array([eff_bytes(tables[0].mem1_bytes) if tables else 0.0]),
+        memb_pass=np.array([eff_bytes(tables[0].memb_bytes) if tables else 0.0]),
         type_id=np.array([[k for k, _ in stations]], dtype=np.int64),
         mem_bytes_cycle=np.array([mem_bytes]),
         hbm_cap_bps=np.array([float(hbm) * 1e9]),
@@ -465,6 +481,32 @@ def _lending_gain(prep: Prepared, chips: list, counts: list, tables: list, opts:
                          float(td.dec_s[rows].sum()), float(tp.dec_s[rows].sum())))
     gain, _ = markov.lending_gain(fam_rows, opts.lend_efficiency, max(prep.arrival_per_s, 1e-3))
     return max(gain, 1.0)
+
+
+_GROUP_CACHE: dict = {}
+
+
+def family_memory_groups(design, prep: Prepared, n_mem: int) -> dict[str, float]:
+    """Memories serving each block family: all of them for a pure model; for a hybrid the placement's split
+    (``hydra_opt.system.placement.split_memories``, HYDRA Eq. 1), cached per (model, memories, memory type, B)."""
+    fams = sorted(set(prep.families))
+    if len(fams) == 1 or n_mem < 2:
+        return {f: float(max(n_mem, 1)) for f in fams}
+    key = (prep.model_name, prep.precision, int(n_mem), str(getattr(design, "memory", "")), int(design.max_batch),
+           float(getattr(design, "slot_area_mm2", 144.0)))
+    hit = _GROUP_CACHE.get(key)
+    if hit is None:
+        try:
+            from hydra_opt.system.placement import placement_problem, split_memories
+            from hydra_opt.workload.models import load_model
+
+            n_m = int(split_memories(placement_problem(design, load_model(prep.model_name))))
+        except Exception:  # noqa: BLE001 - placement unavailable for this design: share all memories
+            n_m = n_mem // 2
+        n_m = min(max(n_m, 1), n_mem - 1)
+        hit = {"mamba": float(n_m), "attention": float(n_mem - n_m)}
+        _GROUP_CACHE[key] = hit
+    return hit
 
 
 def memory_concurrency(prep: Prepared, n_mem, capacity_bytes, batching: str, b) -> np.ndarray:
