@@ -82,14 +82,16 @@ def main() -> None:
     lines = [
         f"# NoI FlowNetwork speed ({args.flows} flows, target concurrency {args.concurrency})",
         "",
-        "Command: `python benchmarks/bench_noi.py --flows %d --concurrency %g`" % (args.flows, args.concurrency),
+        f"Command: `python benchmarks/bench_noi.py --flows {args.flows} --concurrency {args.concurrency}`",
         "",
         f"Machine: {os.cpu_count()} CPUs, 1-min load average {load0:.1f} before / {load1:.1f} after (shared machine;",
         "times are the process's CPU time, which other jobs inflate less than wall time). The harness itself",
         "(arrivals, heap) is included: compare rows, the `none` rows are close to the fixed overhead.",
         "",
-        "| sharing | time bins | flows | mean active flows | CPU (s) | µs CPU per flow (add+drain) | rate recomputations |"
-        " flows re-rated per recomputation |",
+        (
+            "| sharing | time bins | flows | mean active flows | CPU (s) | µs CPU per flow (add+drain) |"
+            " rate recomputations | flows re-rated per recomputation |"
+        ),
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r, b in zip(rows, [b for _ in SHARING_MODES for b in (None, 0.01)]):

@@ -7,7 +7,12 @@ import itertools
 import numpy as np
 import pytest
 
-from hydra_opt.runtime.mapping import bottleneck_s, comm_time_s, map_tasks, round_robin_mapping
+from hydra_opt.runtime.mapping import (
+    bottleneck_s,
+    comm_time_s,
+    map_tasks,
+    round_robin_mapping,
+)
 
 
 def _random_instance(rng: np.random.Generator, k_max: int = 7, c_max: int = 4):

@@ -36,12 +36,12 @@ def test_routes_are_minimal_xy_and_connected(w: int, h: int) -> None:
         assert len(r) == m.hops(s, d)
         nodes = m.route_nodes(s, d)
         assert nodes[0] == s and nodes[-1] == d
-        for lk, a, b in zip(r, nodes, nodes[1:]):
+        for lk, (a, b) in zip(r, itertools.pairwise(nodes)):
             assert (m.link_src[lk], m.link_dst[lk]) == (a, b)
         # XY: x changes first, then y; never both after a y move.
         xs = [m.xy(n) for n in nodes]
         moved_y = False
-        for (x0, y0), (x1, y1) in zip(xs, xs[1:]):
+        for (x0, y0), (x1, y1) in itertools.pairwise(xs):
             if y0 != y1:
                 moved_y = True
             else:
@@ -56,7 +56,7 @@ def test_other_routings_are_minimal_and_dimension_ordered(routing: str) -> None:
     for s, d in itertools.product(range(m.n_nodes), repeat=2):
         nodes = m.route_nodes(s, d)
         assert len(nodes) - 1 == m.hops(s, d) and nodes[0] == s and nodes[-1] == d
-        axes = ["x" if a // 4 != b // 4 else "y" for a, b in zip(nodes, nodes[1:])]
+        axes = ["x" if a // 4 != b // 4 else "y" for a, b in itertools.pairwise(nodes)]
         assert axes == sorted(axes) or axes == sorted(axes, reverse=True)  # one turn at most
         if "x" in axes and "y" in axes:
             orders.add(axes[0])
@@ -212,7 +212,7 @@ def test_bytes_are_conserved_and_utilisation_binned() -> None:
     assert sorted(d.flow_id for d in finished) == list(range(40))
     carried = net.carried_bytes()[: m.n_links].sum()
     assert math.isclose(carried, total_link_bytes, rel_tol=1e-9)
-    times, util = net.utilisation_series()
+    _, util = net.utilisation_series()
     assert util.shape[1] == m.n_links and np.all(util <= 1 + 1e-9) and np.all(util >= 0)
     assert math.isclose((util * 10e9 * 0.05).sum(), total_link_bytes, rel_tol=1e-9)
     assert np.all(net.link_utilisation() <= 1 + 1e-9)

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "Mesh",
-    "FlowNetwork",
-    "FlowDone",
-    "SHARING_MODES",
     "ROUTINGS",
+    "SHARING_MODES",
+    "FlowDone",
+    "FlowNetwork",
+    "Mesh",
     "plot_link_heatmap",
 ]
 
@@ -226,8 +226,21 @@ class FlowDone:
 class _Flow:
     """Mutable state of an active flow: ``rem`` bytes were left at time ``t_upd``; it drains at ``drain_t``."""
 
-    __slots__ = ("flow_id", "res", "nbytes", "start_s", "hops", "cap", "rem", "t_upd", "rate", "nrate", "drain_t",
-                 "ver", "seq")  # fmt: skip
+    __slots__ = (
+        "cap",
+        "drain_t",
+        "flow_id",
+        "hops",
+        "nbytes",
+        "nrate",
+        "rate",
+        "rem",
+        "res",
+        "seq",
+        "start_s",
+        "t_upd",
+        "ver",
+    )  # fmt: skip
 
     def __init__(self, flow_id, res, nbytes, start_s, hops, cap, seq) -> None:
         self.flow_id = flow_id
@@ -538,7 +551,7 @@ class FlowNetwork:
         self._ensure_rates()
         for r in range(len(self._cap)):
             self._settle(r, self._now)
-        n = int(math.ceil(self._now / self.bin_s - 1e-9)) if self._now > 0 else 0
+        n = math.ceil(self._now / self.bin_s - 1e-9) if self._now > 0 else 0
         cols = self.mesh.n_links if links_only else len(self._cap)
         b = np.zeros((n, cols))
         m = min(n, len(self._bins))

@@ -36,10 +36,10 @@ import numpy as np
 
 __all__ = [
     "Mapping",
+    "bottleneck_s",
     "comm_time_s",
     "map_tasks",
     "round_robin_mapping",
-    "bottleneck_s",
     "spatial_pipeline_mapping",
 ]
 

@@ -43,23 +43,23 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = [
+    "DEFAULT_PHASE_VOLUME",
+    "PLACEMENT_POLICIES",
     "BlockSpec",
     "ComputeSpec",
-    "PlacementProblem",
-    "Placement",
     "PlacedChiplet",
+    "Placement",
     "PlacementError",
-    "PLACEMENT_POLICIES",
-    "DEFAULT_PHASE_VOLUME",
-    "ring_order",
-    "split_memories",
+    "PlacementProblem",
+    "eq2_cost",
+    "family_traffic_bytes",
     "group_concurrency",
+    "mean_hops",
+    "place",
     "place_problem",
     "placement_problem",
-    "place",
-    "eq2_cost",
-    "mean_hops",
-    "family_traffic_bytes",
+    "ring_order",
+    "split_memories",
 ]
 
 #: Placement policies.
@@ -551,7 +551,9 @@ def _cp_compute(problem: PlacementProblem, free: list[int], mem_slots, wmap, ord
         groups = [by[k] for k in sorted(by, key=lambda k: (-len(by[k]), rank[k]))]
     else:
         raise ValueError(f"unknown cp_order {order!r}")
-    from scipy.optimize import linear_sum_assignment  # lazy: keeps `import hydra_opt.system` light
+    from scipy.optimize import (
+        linear_sum_assignment,  # lazy: keeps `import hydra_opt.system` light
+    )
 
     avail = sorted(free)
     for chips in groups:
