@@ -381,3 +381,16 @@ def test_traffic_split_balances_bytes_per_memory(seed: int) -> None:
     lo, hi = max(1, n_mem - 6), min(n_mem - 1, 12)
     worst = {n: max(traffic("mamba") / n, traffic("attention") / (n_mem - n)) for n in range(lo, hi + 1)}
     assert worst[chosen] == pytest.approx(min(worst.values()))
+
+
+def test_to_dict_is_json_and_consistent() -> None:
+    import json
+
+    p = _problem([(MP, 5), (MD, 11), (AP, 1), (AD, 1)], 6)
+    for policy in ("cp", "rr", "random"):
+        pl = place_problem(p, policy, seed=2)
+        d = json.loads(json.dumps(pl.to_dict()))
+        assert d["weight_map"] == list(pl.weight_map) and d["eq2_cost"] == pl.cost
+        assert [c["slot"] for c in d["chiplets"]] == list(pl.chiplet_slots)
+        for s in d["mem_slots"]:
+            assert d["grid"]["slots"][s] == "hbm"

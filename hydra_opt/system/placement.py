@@ -225,6 +225,25 @@ class Placement:
         """Manhattan distance between two slots."""
         return abs(a // self.height - b // self.height) + abs(a % self.height - b % self.height)
 
+    def to_dict(self) -> dict:
+        """JSON-ready summary (slots as node ids; units as in the attribute docs)."""
+        def num(v: float):
+            return v if math.isfinite(v) else None
+
+        return {
+            "policy": self.policy,
+            "seed": self.seed,
+            "grid": {"width": self.width, "height": self.height, "slots": list(self.grid)},
+            "chiplets": [{"index": c.index, "name": c.name, "slot": c.slot} for c in self.chiplets],
+            "mem_slots": list(self.mem_slots),
+            "mem_groups": list(self.mem_groups),
+            "weight_map": list(self.weight_map),
+            "mem_weight_bytes": list(self.mem_weight_bytes),
+            "eq2_cost": self.cost,
+            "mean_hops": num(self.mean_hops),
+            "eq1_concurrency": [num(self.concurrency[0]), num(self.concurrency[1])],
+        }
+
     def render(self) -> str:
         """The grid as text, top row (largest y) first."""
         w = max(6, max((len(g) for g in self.grid), default=1))
