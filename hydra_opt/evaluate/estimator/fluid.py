@@ -277,9 +277,7 @@ def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
 
 def _interp_rows2(x: np.ndarray, tg: np.ndarray, g: np.ndarray, rate_end: np.ndarray) -> np.ndarray:
     """Row-wise G_r(x_r[...]) for ``x`` of shape (D, K); linear beyond the grid."""
-    out = np.empty_like(x, dtype=np.float64)
-    for r in range(x.shape[0]):
-        out[r] = np.interp(x[r], tg, g[r])
+    out = interp_rows(np.asarray(x, dtype=np.float64), np.broadcast_to(tg, g.shape), g)
     return out + np.maximum(x - tg[-1], 0.0) * rate_end[:, None]
 
 
