@@ -394,3 +394,13 @@ def test_to_dict_is_json_and_consistent() -> None:
         assert [c["slot"] for c in d["chiplets"]] == list(pl.chiplet_slots)
         for s in d["mem_slots"]:
             assert d["grid"]["slots"][s] == "hbm"
+
+
+def test_rr_deals_types_cyclically_in_node_order() -> None:
+    p = _problem([(MD, 2), (MP, 3), (AP, 1), (AD, 1)], 2)
+    for order, expect in (((), ["marca_d", "marca_p", "tscs_p", "tscs_d", "marca_d", "marca_p", "marca_p"]),
+                          (("marca_p", "marca_d", "tscs_p", "tscs_d"),
+                           ["marca_p", "marca_d", "tscs_p", "tscs_d", "marca_p", "marca_d", "marca_p"])):
+        pl = place_problem(p, "rr", rr_types=order)
+        free = sorted(c.slot for c in pl.chiplets)
+        assert [pl.grid[s] for s in free] == expect

@@ -76,6 +76,10 @@ _ARTIFACT_RING_6X4 = (
 )  # fmt: skip
 
 
+# Artifact's round-robin dealing order of compute types (METHODS §2d).
+_ARTIFACT_RR_TYPES = ("marca_p", "marca_d", "tscs_p", "tscs_d")
+
+
 class PlacementError(ValueError):
     """The chiplets cannot be placed (too many for the grid or ring, or weights that do not fit)."""
 
@@ -586,7 +590,7 @@ def _cp_compute(problem: PlacementProblem, free: list[int], mem_slots, wmap, ord
     return chip_slot
 
 
-def _rr_compute(problem: PlacementProblem, free: list[int]) -> list[int]:
+def _rr_compute(problem: PlacementProblem, free: list[int], type_order: Sequence[str] = ()) -> list[int]:
     types: list[str] = []
     by: dict[str, list[int]] = {}
     for i, c in enumerate(problem.compute):
@@ -594,6 +598,10 @@ def _rr_compute(problem: PlacementProblem, free: list[int]) -> list[int]:
             types.append(c.name)
             by[c.name] = []
         by[c.name].append(i)
+    # Types named in ``type_order`` first, in that order; the others after, in order of first appearance.
+    rank = {t: i for i, t in enumerate(type_order)}
+    first = {t: i for i, t in enumerate(types)}
+    types.sort(key=lambda t: (rank.get(t, len(rank)), first[t]))
     chip_slot = [-1] * len(problem.compute)
     cursor = {t: 0 for t in types}
     slots = iter(sorted(free))
@@ -620,6 +628,7 @@ def place_problem(
     ring: str = "spread",
     cp_order: str = "joint",
     weights: str = "balanced",
+    rr_types: Sequence[str] = (),
 ) -> Placement:
     """Place a :class:`PlacementProblem`.
 
@@ -634,6 +643,7 @@ def place_problem(
             exact per group; the paper's procedure).
         weights: Weight chunks of ``cp``: ``balanced`` (contiguous, minimum largest memory; default) or
             ``chunks`` (the artifact's per-block-kind equal counts).
+        rr_types: Order in which ``rr`` deals chiplet types (default: the order of ``problem.compute``).
 
     Raises:
         PlacementError: Too many chiplets for the grid, memories for the ring, or weights that do not fit.
@@ -662,7 +672,7 @@ def place_problem(
     elif policy == "rr":
         labels = ["any"] * problem.n_mem
         wmap = [i % problem.n_mem for i in range(len(problem.blocks))]
-        chip_slot = _rr_compute(problem, free)
+        chip_slot = _rr_compute(problem, free, rr_types)
     else:
         rng = np.random.default_rng(seed)
         labels = ["any"] * problem.n_mem
@@ -761,7 +771,7 @@ def place(
         library: Chiplet library (default library when None).
         preset: ``clean`` (capacity split of Eq. 1, spread ring order, byte-balanced weight chunks, joint
             assignment) or ``paper`` (the artifact: bandwidth split, its 6×4 ring order, per-kind equal chunks,
-            groups placed larger first).
+            groups placed larger first, round robin dealing marca_p, marca_d, tscs_p, tscs_d).
         context_tokens: Per-request KV context of Eq. (1) and of the ``traffic`` split (default: the model's
             ``max_position``, the worst case).
         **kwargs: Overrides of :func:`place_problem` options (``split``, ``ring``, ``cp_order``, ``weights``).
@@ -773,6 +783,7 @@ def place(
             "ring": "artifact" if (design.grid_w, design.grid_h) == (6, 4) else "spread",
             "weights": "chunks",
             "cp_order": "sequential",
+            "rr_types": _ARTIFACT_RR_TYPES,
         }
     elif preset == "clean":
         opts = {}
