@@ -25,3 +25,8 @@ def simulate(design: Any, model: Any, workload: Any, *, seed: int = 0, options: 
     from hydra_opt.evaluate.simulator.driver import simulate_design
 
     return simulate_design(design, model, workload, seed=seed, options=options, library=library)
+
+# The fast estimator (docs/estimator.md) — re-exported here (added by the estimator work).
+from hydra_opt.evaluate.estimator import Estimate, EstimatorOptions, estimate  # noqa: E402
+
+__all__ += ["estimate", "Estimate", "EstimatorOptions"]
