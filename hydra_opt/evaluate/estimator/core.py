@@ -403,15 +403,18 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
             native = [i for i, (k, c) in enumerate(stations) if c.can_run(f, phase)]
             if not native:
                 native = [i for i, (k, c) in enumerate(stations) if f in c.families] or list(range(ns))
+            # Fill the eligible stations type by type (one fancy-indexed assignment per chiplet type).
+            by_type: dict[int, list[int]] = {}
             for i in native:
-                t = tables[stations[i][0]]
+                by_type.setdefault(stations[i][0], []).append(i)
+            for k, cols in by_type.items():
+                t = tables[k]
+                ix = np.ix_(rows, cols)
                 if one:
-                    ref[rows, i] = (t.dec1_s if phase == "decode" else t.pre1_s)[rows]
+                    ref[ix] = (t.dec1_s if phase == "decode" else t.pre1_s)[rows][:, None]
                     continue
-                src = t.pre_s if phase == "prefill" else t.dec_s
-                rsrc = t.pre_ref_s if phase == "prefill" else t.dec_ref_s
-                out[rows, i] = src[rows]
-                ref[rows, i] = rsrc[rows]
+                out[ix] = (t.pre_s if phase == "prefill" else t.dec_s)[rows][:, None]
+                ref[ix] = (t.pre_ref_s if phase == "prefill" else t.dec_ref_s)[rows][:, None]
     # Memory traffic per family group: hybrid models split the memories into a Mamba and an attention group
     # (HYDRA Eq. 1, the placement's rule), and each family's weights/KV/state stream only from its group. The
     # binding group sets the cap: express it as an equivalent byte count against the total deliverable bandwidth.
