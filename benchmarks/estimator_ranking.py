@@ -10,8 +10,9 @@ can be re-run to (re)score estimators against whatever has been simulated so far
 
 Usage::
 
-    python benchmarks/estimator_ranking.py --simulate --workloads llama-3-8b:hydra-chat --n-designs 150
+    python benchmarks/estimator_ranking.py --simulate --workloads llama-3-8b:chat --n-designs 150
     python benchmarks/estimator_ranking.py            # score only (uses the cache)
+    python benchmarks/estimator_ranking.py --suite overload --horizon 20 --simulate --workloads llama-3-8b:chat
 
 Setup (the same for every workload; nothing is tuned per workload): the project's workloads ``arxiv``, ``bwb``,
 ``chat``, ``longwriter`` (real length distributions, Poisson arrivals at 1 request/s), the paper's design space with
@@ -45,6 +46,11 @@ MODELS = {"llama-3-8b": "llama3", "mamba2-2.7b": "mamba2", "nemotron-h-4b": "nem
 DATASETS = ("arxiv", "bwb", "chat", "longwriter")
 #: Requests taken from each workload (enough to cover the horizon at its 1 req/s).
 N_REQUESTS = 200
+
+
+def _n_requests(dataset: str, horizon: float) -> int:
+    """Requests to replay: the default workloads arrive at 1 req/s, the ``hydra-*`` replays at 100 req/s."""
+    return int(100 * horizon) + 1 if dataset.startswith("hydra-") else N_REQUESTS
 
 
 def design_key(d) -> str:
@@ -119,7 +125,7 @@ def simulate_missing(model_name: str, dataset: str, designs: list, horizon: floa
             signal.alarm(int(timeout_s))
             t = time.perf_counter()
             try:
-                r = simulate(d, model, wl, options=SimOptions(horizon_s=horizon, n_requests=N_REQUESTS))
+                r = simulate(d, model, wl, options=SimOptions(horizon_s=horizon, n_requests=_n_requests(dataset, horizon)))
                 row = dict(sim_throughput_tok_s=r.throughput_tok_s, sim_ttft_mean_s=r.ttft_mean_s,
                            sim_tpot_mean_s=r.tpot_mean_s, sim_completed=r.completed_requests, sim_wall_s=r.wall_s,
                            sim_events=r.events, status="ok")
@@ -165,7 +171,7 @@ def score(model_name: str, dataset: str, designs: list, horizon: float) -> dict 
     cache = _load_sims()
     model = load_model(model_name)
     wl = load_workload(dataset)
-    opts = EstimatorOptions(horizon_s=horizon, n_requests=N_REQUESTS)
+    opts = EstimatorOptions(horizon_s=horizon, n_requests=_n_requests(dataset, horizon))
     rows = []
     for d in designs:
         row = cache.get((model_name, dataset, design_key(d), float(horizon)))
@@ -214,6 +220,8 @@ def main(argv=None) -> int:
     ap.add_argument("--simulate", action="store_true", help="simulate designs missing from the cache")
     ap.add_argument("--sim-timeout", type=float, default=60.0, help="wall-clock cap per simulation, s")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--suite", choices=("default", "overload"), default="default",
+                    help="default: the 1 req/s workloads; overload: the hydra-* replays at 100 req/s (paper's load)")
     ap.add_argument("--policy", choices=sorted(POLICIES), default="static",
                     help="static: CP/static batching/static scheduling (paper Fig. 8); dynamic: continuous + elastic")
     args = ap.parse_args(argv)
@@ -221,6 +229,8 @@ def main(argv=None) -> int:
         wls = [(m, d) for m in MODELS for d in DATASETS]
     else:
         wls = [tuple(x.split(":")) for x in args.workloads.split(",")]
+    if args.suite == "overload":
+        wls = [(m, d if d.startswith("hydra-") else f"hydra-{d}") for m, d in wls]
     results = []
     for m, ds in wls:
         designs = sample_designs(m, args.n_designs, args.seed, args.policy)
@@ -231,7 +241,8 @@ def main(argv=None) -> int:
             r["policy"] = args.policy
             results.append(r)
             print(json.dumps({k: v for k, v in r.items() if k != "rows"}), flush=True)
-    write_reports(results, suffix="" if args.policy == "static" else f"_{args.policy}")
+    suffix = ("" if args.policy == "static" else f"_{args.policy}") + ("" if args.suite == "default" else "_overload")
+    write_reports(results, suffix=suffix)
     return 0
 
 
