@@ -91,10 +91,13 @@ class EqualShareFlows:
     def _level(self, r: int) -> float:
         """Water-filling level of resource ``r``: flows whose own cap is below it get their cap, the others
         share the rest equally (max-min fairness on this resource alone)."""
+        on_r = self.on[r]
+        if len(on_r) == 1:
+            return self.cap[r]  # a lone flow may take the whole resource (its rate is capped elsewhere if need be)
         flows = self.flows
         share = self.share
         caps = []
-        for g in self.on[r]:
+        for g in on_r:
             f = flows[g]
             c = f[5]
             for x in f[0]:  # what the flow can take at most, given its other resources (one-step propagation)
