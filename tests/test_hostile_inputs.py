@@ -38,13 +38,24 @@ def pg_with_password() -> str | None:
     return PG_URL.replace("postgres@", f"postgres:{SECRET}@")
 
 
+@pytest.fixture(scope="module")
+def pg_names(pg_with_password: str | None):
+    """A function listing the study names on the PostgreSQL server (one storage object for all cases)."""
+    if pg_with_password is None:
+        return None
+    from hydra_opt.dse.storages import StorageOptions, make_storage
+
+    storage = make_storage(PG_URL, StorageOptions(heartbeat_interval_s=0))
+    return lambda: optuna.study.get_all_study_names(storage)
+
+
 def _files(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_malformed_input_exits_2_with_one_located_line(case: str, tmp_path: Path, capsys: pytest.CaptureFixture,
-                                                       pg_with_password: str | None) -> None:
+                                                       pg_with_password: str | None, pg_names) -> None:
     spec = CASES[case]
     work = tmp_path / "corpus"
     shutil.copytree(CORPUS, work)
@@ -70,10 +81,8 @@ def test_malformed_input_exits_2_with_one_located_line(case: str, tmp_path: Path
     assert "Traceback" not in out + err
     assert _files(work) == before, "the run created files (storage, artifacts) despite the input error"
     assert not (tmp_path / "never.db").exists()
-    if pg_with_password:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            assert name not in optuna.study.get_all_study_names(PG_URL)
+    if pg_names is not None:
+        assert name not in pg_names()
 
 
 @pytest.mark.db
@@ -99,3 +108,33 @@ def test_password_is_redacted_in_progress_summary_and_dashboard_command(tmp_path
         from dist_fakes import delete_study
 
         delete_study(PG_URL, name)
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--older-than", "nan"], "--older-than"),
+        (["--older-than", "-5"], "--older-than"),
+        (["--max-retry", "1.5"], "--max-retry"),
+        (["--storage-is-missing"], "--storage"),
+        (["--study-name", "x\ny"], "--study-name"),
+        (["--storage", f"ftp://u:{SECRET}@h/x"], "--storage"),
+        (["--storage", "sqlite:///{tmp}/absent.db"], "does not exist"),
+        (["--storage", "journal:///{tmp}/absent.log"], "does not exist"),
+    ],
+)
+def test_recover_refuses_bad_arguments_without_creating_storage(args: list[str], fragment: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if "--storage-is-missing" in args:
+        args = []
+    elif "--storage" not in args:
+        args += ["--storage", f"journal:///{tmp_path / 'absent.log'}"]
+    try:
+        code = main(["recover", *args])
+    except SystemExit as exc:  # argparse usage errors exit from the parser
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert fragment in err.strip().splitlines()[-1] and SECRET not in out + err
+    assert list(tmp_path.iterdir()) == []
