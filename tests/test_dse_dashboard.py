@@ -47,7 +47,7 @@ def study_dir(tmp_path_factory) -> Path:
     space["memory"]["count"] = {"min": 2, "max": 12, "step": 2}
     doc["search_space"] = space
     doc["evaluator"] = "dse_fakes:make"
-    doc["budget"] = {"n_trials": 24}
+    doc["budget"] = {"n_trials": 16}
     doc.pop("simulate", None)
     (d / "quickstart.yaml").write_text(yaml.safe_dump(doc))
     from hydra_opt.dse.study import RunOptions, load_study_spec, run_study

@@ -139,8 +139,8 @@ def test_nondominated_rank_matches_brute_force() -> None:
 
 def test_identical_decisions_from_two_storages(tmp_path) -> None:
     rng = np.random.default_rng(7)
-    tp = rng.uniform(50, 500, 60)
-    ttft = 0.2 + 3.0 * (tp / 500) ** 2 * rng.uniform(0.8, 1.6, 60)
+    tp = rng.uniform(50, 500, 40)
+    ttft = 0.2 + 3.0 * (tp / 500) ** 2 * rng.uniform(0.8, 1.6, 40)
     pts = list(zip(tp.tolist(), ttft.tolist()))
     mem = _study(pts)
     sql = _study(pts, storage=f"sqlite:///{tmp_path / 'p.db'}")
@@ -163,7 +163,7 @@ def test_identical_decisions_from_two_storages(tmp_path) -> None:
         assert 0 < sum(a) < len(pts)  # the set discriminates: some promoted, some pruned
     # The study-level entry point reads the same storage content.
     pruner = PromotionPruner(METRICS, n_warmup_trials=5)
-    for i in (0, 17, 59):
+    for i in (0, 17, 39):
         assert _decide(pruner, mem, i) == _decide(pruner, sql, i)
 
 
