@@ -7,8 +7,10 @@ storages by URL, the study runner, artifacts, reports and the exhaustive mode. S
 from __future__ import annotations
 
 from hydra_opt.dse.evaluators import Evaluator, HydraEvaluator, SimOutcome
+from hydra_opt.dse.exhaustive import ExhaustiveResult, recovery, run_exhaustive, screen
 from hydra_opt.dse.objectives import METRICS, Metric, ObjectiveSpec, load_objectives
 from hydra_opt.dse.pruner import Promotion, PromotionPruner
+from hydra_opt.dse.report import export_design, format_front_table, front_rows, write_report
 from hydra_opt.dse.samplers import SamplerSpec, make_sampler, worker_seed
 from hydra_opt.dse.search_space import SearchSpace, load_search_space
 from hydra_opt.dse.storages import make_storage, redact_url
@@ -18,12 +20,20 @@ __all__ = [
     "Evaluator",
     "HydraEvaluator",
     "SimOutcome",
+    "ExhaustiveResult",
+    "recovery",
+    "run_exhaustive",
+    "screen",
     "METRICS",
     "Metric",
     "ObjectiveSpec",
     "load_objectives",
     "Promotion",
     "PromotionPruner",
+    "export_design",
+    "format_front_table",
+    "front_rows",
+    "write_report",
     "SamplerSpec",
     "make_sampler",
     "worker_seed",
