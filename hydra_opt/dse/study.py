@@ -727,7 +727,11 @@ def run_study(
     DseObjective(spec, evaluator, budget=spec.n_trials)
     first = next(spec.space.enumerate(), None)
     if first is not None:
-        evaluator.design(first)
+        try:
+            evaluator.design(first)
+        except ConfigError as exc:
+            raise ConfigError(f"yields designs the system layer rejects ({exc.key}: {exc.problem})",
+                              file=spec.space.file, key="chiplets" if exc.key and "chiplet" in exc.key else None) from None
     study = open_study(spec, storage_options=opts.storage_options)
     before = count_finished(study)
     n_existing = len(study.get_trials(deepcopy=False))
