@@ -359,7 +359,15 @@ class DseObjective:
             self.metrics, rule=spec.pruner.rule, k_ranks=spec.pruner.k_ranks, epsilon=spec.pruner.epsilon,
             n_warmup_trials=spec.pruner.n_warmup_trials, min_estimates=spec.pruner.min_estimates,
         )
-        self.pairs = [(key, *evaluator.load(m, w)) for key, (m, w) in zip(spec.pair_keys, spec.pairs)]
+        self.pairs = []
+        for key, (m, w) in zip(spec.pair_keys, spec.pairs):
+            try:
+                self.pairs.append((key, *evaluator.load(m, w)))
+            except ConfigError as exc:
+                if exc.file:  # the error is inside a model/workload file: it names its own location
+                    raise
+                raise ConfigError(exc.problem, file=spec.file, key=exc.key or "pairs", value=exc.value,
+                                  show_value=exc.show_value) from None
         self.last: TrialReport | None = None
         self.n_constraints = 1 + len(spec.objectives.constraints)
 
