@@ -138,3 +138,32 @@ def test_recover_refuses_bad_arguments_without_creating_storage(args: list[str],
     assert code == 2, (out, err)
     assert fragment in err.strip().splitlines()[-1] and SECRET not in out + err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "text,secret_pieces",
+    [
+        ("postgresql://u:p@ss@host:5432/db", ["p@ss", "ss@"]),  # unencoded '@' in a password
+        ("redis://:tok@en@cache:6379/0", ["tok@en", "en@"]),
+        ("see postgresql://u:pw1@h/db and mysql+pymysql://r:pw2@h2/d", ["pw1", "pw2"]),
+        ("postgresql://h/db?user=u&password=pw3&sslmode=require", ["pw3"]),
+    ],
+)
+def test_redaction_hides_whole_passwords(text: str, secret_pieces: list[str]) -> None:
+    from hydra_opt.dse.storages import redact_url, scrub_secret
+
+    shown = redact_url(text)
+    assert "***" in shown and not any(p in shown for p in secret_pieces)
+    # A driver message echoing the host parsed out of such a URL is scrubbed too.
+    echoed = scrub_secret('could not translate host name "ssw0rd@host"', "postgresql://u:pa@ssw0rd@host/db")
+    assert "ssw0rd" not in echoed and "host" in echoed
+
+
+def test_rdb_urls_without_driver_use_an_installed_one() -> None:
+    from hydra_opt.dse.storages import with_driver
+
+    assert with_driver("postgresql://u@h/db") == "postgresql+psycopg2://u@h/db"  # psycopg2-binary: the test extra
+    assert with_driver("postgres://u@h/db") == "postgresql+psycopg2://u@h/db"
+    assert with_driver("mysql://root@h/db") == "mysql+pymysql://root@h/db"
+    assert with_driver("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"  # explicit driver kept
+    assert with_driver("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"

@@ -70,9 +70,9 @@ def _float_arg(value: str | None, name: str) -> float | None:
 
 def dashboard_command(storage_url: str, artifact_dir: str | None) -> str:
     """The ``optuna-dashboard`` command for a storage (password redacted) and artifact folder."""
-    from hydra_opt.dse.storages import redact_url
+    from hydra_opt.dse.storages import redact_url, with_driver
 
-    url = redact_url(storage_url)
+    url = redact_url(with_driver(storage_url))  # the dashboard needs the same (installed) driver
     if url.startswith("journal://"):
         cmd = f"optuna-dashboard {shlex.quote(url.split('://', 1)[1])} --storage-class JournalFileStorage"
     else:

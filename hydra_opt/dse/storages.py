@@ -35,7 +35,8 @@ __all__ = [
 #: URL schemes hydra_opt accepts (a ``+driver`` suffix is allowed on RDB schemes).
 SCHEMES: tuple[str, ...] = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "journal", "redis", "rediss")
 
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@\s]*)@")
+# The password runs to the *last* '@' of the authority: an unencoded '@' in a password must not leak its tail.
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^/\s]*)@")
 _QUERY_SECRET = re.compile(r"(?i)([?&](?:password|passwd|pwd|token|secret)=)[^&\s]*")
 
 
@@ -43,6 +44,42 @@ def redact_url(text: str) -> str:
     """``text`` with every URL password (``scheme://user:pw@``, ``?password=``) replaced by ``***``."""
     text = _USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:***@", str(text))
     return _QUERY_SECRET.sub(r"\1***", text)
+
+
+#: Drivers tried in order for an RDB URL without ``+driver``: SQLAlchemy's own default (psycopg 3, mysqlclient) is
+#: often not the one installed (the ``postgresql``/``mysql`` extras install psycopg2-binary and PyMySQL).
+_DRIVERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "postgresql": (("psycopg2", "psycopg2"), ("psycopg", "psycopg")),
+    "mysql": (("pymysql", "pymysql"), ("MySQLdb", "mysqldb")),
+    "mariadb": (("pymysql", "pymysql"), ("MySQLdb", "mysqldb")),
+}
+
+
+def with_driver(url: str) -> str:
+    """An RDB URL with an installed driver named (``postgresql://`` → ``postgresql+psycopg2://``; ``postgres://``
+    is accepted as ``postgresql://``); URLs that name a driver, or other schemes, are returned unchanged."""
+    import importlib.util
+
+    head, sep, rest = url.partition("://")
+    if not sep or "+" in head:
+        return url
+    scheme = "postgresql" if head.lower() == "postgres" else head.lower()
+    for module, driver in _DRIVERS.get(scheme, ()):
+        if importlib.util.find_spec(module) is not None:
+            return f"{scheme}+{driver}://{rest}"
+    return url
+
+
+def scrub_secret(text: str, url: str) -> str:
+    """``text`` without any piece of ``url``'s password (a driver may echo a host parsed from a password that
+    holds an unencoded '@', e.g. ``could not translate host name "ss@host"``)."""
+    m = _USERINFO.search(url)
+    if not m or not m.group("pw"):
+        return text
+    for piece in sorted({m.group("pw"), *m.group("pw").split("@")}, key=len, reverse=True):
+        if len(piece) >= 3:
+            text = text.replace(piece, "***")
+    return text
 
 
 @dataclass(frozen=True)
@@ -144,15 +181,17 @@ def make_storage(url: str, options: StorageOptions | None = None) -> optuna.stor
                         max_retry=opts.failed_trial_retries
                     ),
                 )
-            storage = optuna.storages.RDBStorage(url, **kwargs)
+            storage = optuna.storages.RDBStorage(with_driver(url), **kwargs)
         if scheme == "sqlite" and opts.sqlite_wal and ":memory:" not in url:
             _sqlite_wal(storage)
         return storage
     except ConfigError:
         raise
     except ImportError as exc:
-        raise ConfigError(f"needs a database driver that is not installed: {exc.name}", key="storage", value=redact_url(url)) from None
+        missing = exc.name or getattr(exc.__cause__, "name", None) or "see the URL's +driver"
+        raise ConfigError(f"needs a database driver that is not installed: {missing}", key="storage", value=redact_url(url)) from None
     except Exception as exc:  # noqa: BLE001 - any connection problem is a user-facing storage error
         raise ConfigError(
-            f"could not be opened: {redact_url(str(exc)).splitlines()[0][:200]}", key="storage", value=redact_url(url)
+            f"could not be opened: {scrub_secret(redact_url(str(exc)), url).splitlines()[0][:200]}", key="storage",
+            value=redact_url(url),
         ) from None
