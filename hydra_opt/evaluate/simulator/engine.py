@@ -320,6 +320,7 @@ class Engine:
         t_net = _INF
         net_dirty = False
         debug = self.opt.debug
+        flow_map = self.flows.flows if self.flows is not None else {}
         while True:
             ta = arr[i_arr] if i_arr < n else _INF
             th = heap[0][0] if heap else _INF
@@ -360,7 +361,8 @@ class Engine:
                     if not task.cs_open:
                         self._finish(task)
                 else:  # _EV_DRAIN of the incremental flow model (task = flow id)
-                    if self.flows.version(task) == ver:
+                    f = flow_map.get(task)
+                    if f is not None and f[4] == ver:
                         self._drain(task)
                     else:
                         self.events -= 1  # a superseded delivery time (the flow was re-timed): not an event
@@ -701,8 +703,8 @@ class Engine:
             self._dispatch(part)
         else:
             self._end_part(part)
-        if not self.busy[c]:  # advancing the batch may already have started a task here
-            self._start_next(c)
+        if not self.busy[c] and (self.view.queues[c] or self.stealing):
+            self._start_next(c)  # (advancing the batch may already have started a task here)
 
     # --------------------------------------------------------------------------------------------- bookkeeping
     def _sample_mem(self) -> None:
