@@ -381,7 +381,8 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
     b = int(design.max_batch)
     batching = str(design.batching)
     token_budget = 8192.0
-    chips = [lib.get(name, d2d, float(getattr(design, "slot_area_mm2", 144.0))) for name, _ in counts]
+    chips = [lib.get(name, d2d, float(getattr(design, "slot_area_mm2", 144.0)), settings=getattr(design, "dynacore", None))
+             for name, _ in counts]
     type_names = [name for name, _ in counts]
     stations = [(k, c) for k, (c, (_, n)) in enumerate(zip(chips, counts)) for _ in range(n)]
     nb, ns = prep.n_blocks, len(stations)

@@ -44,7 +44,8 @@ def roofline_estimate(design, model, workload, *, options: EstimatorOptions | No
     lib = _library()
     counts = _counts(design)
     d2d = float(design.d2d_bw_gbps)
-    chips = [lib.get(n, d2d, float(getattr(design, "slot_area_mm2", 144.0))) for n, _ in counts]
+    chips = [lib.get(n, d2d, float(getattr(design, "slot_area_mm2", 144.0)), settings=getattr(design, "dynacore", None))
+             for n, _ in counts]
     ks = [k for _, k in counts]
     mem = _memory(design)
     b = float(design.max_batch)
