@@ -289,7 +289,9 @@ def parse_study_spec(root: Node) -> StudySpec:
     else:
         storage = sqlite_url_for(base / f"{stem}.db")
 
-    artifact_dir: Path | None = base / "artifacts" / name
+    from hydra_opt.dse.artifacts import safe_name
+
+    artifact_dir: Path | None = base / "artifacts" / safe_name(name)  # a name like "../../x" must not escape
     if root.has("artifacts"):
         an = root.get("artifacts")
         artifact_dir = None if an.data is False else _safe_output_dir(an, base)
