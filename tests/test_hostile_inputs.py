@@ -16,8 +16,8 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
-
 from dist_fakes import PG_URL, server_reachable, unique_name
+
 from hydra_opt.cli.main import main
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "hostile"
@@ -167,3 +167,17 @@ def test_rdb_urls_without_driver_use_an_installed_one() -> None:
     assert with_driver("mysql://root@h/db") == "mysql+pymysql://root@h/db"
     assert with_driver("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"  # explicit driver kept
     assert with_driver("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+
+
+@pytest.mark.parametrize("name", ["../../escape", "a/../../b", "..", "/etc/cron.d/x"])
+def test_study_name_cannot_move_the_artifact_folder(name: str, tmp_path: Path) -> None:
+    from hydra_opt.dse.study import load_study_spec
+
+    doc = yaml.safe_load((CORPUS / "valid.yaml").read_text())
+    doc.pop("artifacts")  # default folder: artifacts/<name> next to the study
+    doc["name"] = name
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    spec = load_study_spec(path)
+    assert spec.artifact_dir is not None
+    assert spec.artifact_dir.resolve().parent == (tmp_path / "artifacts").resolve()
