@@ -701,6 +701,8 @@ class FlowNetwork:
         flows = self._affected()
         self._seeds = set()
         self._new = []
+        if not flows:  # e.g. the last flow of a component drained: nothing left to re-rate
+            return
         t = self._t_change
         self.n_recomputes += 1
         self.n_rerated += len(flows)
