@@ -254,6 +254,7 @@ class SearchSpace:
         encoding: Composition encoding (one of :data:`ENCODINGS`).
         package: Fixed package geometry keys passed to the design (``grid_w``, ``grid_h``, ``slot_area_mm2``).
         description: Free text.
+        encoding_explicit: Whether the file chose the encoding (else a study may pick one for its sampler).
     """
 
     name: str
@@ -263,6 +264,7 @@ class SearchSpace:
     encoding: str = "conditional"
     package: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
+    encoding_explicit: bool = False
 
     # -- sampling -------------------------------------------------------------------------------------------
     def suggest(self, trial: optuna.trial.BaseTrial) -> dict[str, Any]:
@@ -338,7 +340,8 @@ class SearchSpace:
         """A copy using another composition encoding."""
         if encoding not in ENCODINGS:
             raise ConfigError(f"is not one of: {', '.join(ENCODINGS)}", key="composition.encoding", value=encoding)
-        return SearchSpace(self.name, self.file, self.composition, self.scalars, encoding, self.package, self.description)
+        return SearchSpace(self.name, self.file, self.composition, self.scalars, encoding, self.package, self.description,
+                           self.encoding_explicit)
 
     def parameter_names(self) -> list[str]:
         """The names of the Optuna parameters this space may suggest (for documentation and checks)."""
@@ -430,6 +433,7 @@ def parse_search_space(root: Node) -> SearchSpace:
     description = root.get("description", "").str(max_len=4096)
     slots = root.get("slots").int(minimum=2, maximum=MAX_SLOTS)
 
+    encoding_explicit = root.has("composition") and "encoding" in (root.data.get("composition") or {})
     comp_node = root.get("composition", {}).mapping()
     encoding = comp_node.get("encoding", "conditional").str(choices=ENCODINGS)
     comp_node.done(["encoding"])
@@ -487,4 +491,4 @@ def parse_search_space(root: Node) -> SearchSpace:
         ["kind", "name", "description", "slots", "composition", "chiplets", "memory", "package", "dynacore",
          *_SCALAR_KEYS]
     )
-    return SearchSpace(name, root.file, composition, tuple(scalars), encoding, package, description)
+    return SearchSpace(name, root.file, composition, tuple(scalars), encoding, package, description, encoding_explicit)

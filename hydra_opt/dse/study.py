@@ -241,9 +241,7 @@ def parse_study_spec(root: Node) -> StudySpec:
             args = sn.get("args", {}).mapping().data
             sampler = SamplerSpec(sn.get("name", "tpe").str(max_len=64), args, file=root.file)
             sn.done(["name", "args"])
-    if sampler.needs_static_space and space.encoding == "conditional" and not (
-        isinstance(root.data.get("search_space"), dict)
-    ):
+    if sampler.needs_static_space and space.encoding == "conditional" and not space.encoding_explicit:
         # Samplers that model a fixed space cannot use conditional (dynamic-range) parameters well.
         space = space.with_encoding("stick_breaking")
     if sampler.is_grid:
