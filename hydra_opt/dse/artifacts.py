@@ -25,7 +25,14 @@ import yaml
 
 from hydra_opt.dse.evaluators import SimOutcome
 
-__all__ = ["upload_trial_artifacts", "write_design_yaml", "safe_name"]
+__all__ = ["upload_trial_artifacts", "write_design_yaml", "safe_name", "pair_label"]
+
+
+def pair_label(pair: str) -> str:
+    """``"model/workload"`` with file paths shortened to their stem (``llama-3-8b / quickstart-chat``)."""
+    model, _, workload = pair.partition("/")
+    short = lambda x: Path(x).stem if x.endswith((".yaml", ".yml", ".csv", ".jsonl", ".json")) else x  # noqa: E731
+    return f"{short(model)} / {short(workload)}" if workload else short(model)
 
 
 def safe_name(text: str) -> str:
@@ -99,7 +106,7 @@ def upload_trial_artifacts(
 
                     design = DesignPoint.from_dict(dict(design_dict))
                 png = tmp / f"trial{trial.number}_{name}_noi_link_util.png"
-                if _heatmap(design, raw, png, f"trial {trial.number} {pair}: NoI link utilisation"):
+                if _heatmap(design, raw, png, f"trial {trial.number}, {pair_label(pair)}: NoI link utilisation"):
                     files.append((png, "image/png"))
             except Exception as exc:  # noqa: BLE001 - artifacts are best effort
                 errors.append(f"heatmap {pair}: {type(exc).__name__}: {exc}")
