@@ -37,8 +37,7 @@ def pair_label(pair: str) -> str:
 
 def safe_name(text: str) -> str:
     """A file-name-safe version of ``text`` (pair keys may be paths)."""
-    stem = Path(text).stem if "/" in text and text.endswith((".yaml", ".csv", ".jsonl")) else text
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("._")[:80] or "pair"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", pair_label(text)).strip("._")[:80] or "pair"
 
 
 def write_design_yaml(design: Mapping[str, Any], path: str | Path, *, header: str = "") -> None:
