@@ -217,7 +217,10 @@ def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 2, n_t: int =
         alive = np.zeros((d, n_t))  # expected live batches (forming, prefilling or decoding)
         dec = np.zeros((d, n_t))  # expected decoding batches
         c_prev = np.full(d, -np.inf)
-        for i in range(k_max):
+        if d == 1:  # one design: the same sweep with scalars in plain Python (no per-step array overhead)
+            _sweep_one(fi, tg, g_t[0], float(g_rate[0]), gform[0], w_of_k[0], gk, surv[0], float(m[0]),
+                       int(k_need_d[0]), k_max, alive[0], dec[0], form[0], first[0])
+        for i in range(k_max if d > 1 else 0):
             g = gform[:, i]
             ok = (tg[None, :] >= g[:, None]) & (alive <= m[:, None] - 1.0 + 1e-6)
             has = ok.any(axis=1)
@@ -249,6 +252,37 @@ def batch_sequence(fi: FluidInputs, k_max: int = 64, n_iter: int = 2, n_t: int =
     end = _inv_rows2(g_c + w_l1[:, None], tg, g_t, g_rate)
     return dict(form=form, first=first, end=end, t=tg, G=g_t, g_rate_end=1.0 / tau_m, w_l1=w_l1, full=full,
                 w_of_k=w_of_k, dec=dec, k_used=k_need_d)
+
+
+def _sweep_one(fi, tg, gt, g_rate, gform, w_of_k, gk, surv, m, k_need, k_max, alive, dec, form, first) -> None:
+    """One Gauss–Seidel sweep of :func:`batch_sequence` for a single design (in place; same arithmetic)."""
+    n_t = tg.size
+    t_last = float(tg[-1])
+    lim = m - 1.0 + 1e-6
+    ps, pm = float(fi.pre_sum[0]), float(fi.pre_max[0])
+    c_prev = -np.inf
+    for i in range(k_max):
+        g = float(gform[i])
+        j0 = int(np.searchsorted(tg, g))
+        f = max(g, t_last)
+        if j0 < n_t:
+            idx = np.flatnonzero(alive[j0:] <= lim)
+            if idx.size:
+                f = g if idx[0] == 0 else float(tg[j0 + idx[0]])
+        f = max(f, g)
+        c = max(f + ps, c_prev + pm)
+        if i < k_need:
+            g_c = float(np.interp(c, tg, gt)) + max(c - t_last, 0.0) * g_rate
+            w = np.maximum(gt - g_c, 0.0)
+            a = np.interp(np.interp(w, w_of_k, gk), gk, surv)
+            ic = int(np.searchsorted(tg, c))
+            jf = int(np.searchsorted(tg, f))
+            alive[ic:] += a[ic:]
+            dec[ic:] += a[ic:]
+            if jf < ic:
+                alive[jf:ic] += 1.0
+        form[i], first[i] = f, c
+        c_prev = c
 
 
 def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
