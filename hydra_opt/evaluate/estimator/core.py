@@ -781,6 +781,8 @@ def _occupancy_closed(lam: float, mu_n: np.ndarray, n_adm: int, max_queue: int =
 
 def _interp_curve(curve: np.ndarray, m: np.ndarray) -> np.ndarray:
     m_max = curve.shape[-1]
+    if curve.ndim == 2 and curve.shape[0] == 1:  # one design: plain linear interpolation on n = 1..m_max
+        return np.interp(np.asarray(m, dtype=np.float64).reshape(-1)[:1], np.arange(1, m_max + 1), curve[0])
     m = np.clip(np.asarray(m, dtype=np.float64), 1.0, m_max)
     lo = np.floor(m).astype(np.int64)
     hi = np.minimum(lo + 1, m_max)
