@@ -98,3 +98,13 @@ def test_same_seed_same_json_and_seed_matters():
     a, b, c = js(1), js(1), js(2)
     assert a == b
     assert a != c
+
+
+def test_dynacore_chiplets_use_their_core_model():
+    d = DesignPoint(counts={"tscs_p": 1, "dynacore": 2}, n_mem=3, d2d_bw_gbps=384, max_batch=4,
+                    batching="continuous", scheduler="fcfs")
+    opt = SimOptions(n_requests=8, arrival_interval_s=0.05, horizon_s=3.0, debug=True)
+    res = simulate(d, "llama-3-8b", "chat", options=opt)
+    assert "compute_hooks" in res.options["build"]
+    assert res.tokens_emitted > 0
+    assert all(0.0 <= b <= 1.0 + 1e-9 for b in res.chiplet_busy_frac)

@@ -102,6 +102,10 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
         name=design.name or "design",
         node_labels=labels,
     )
+    hooks = _dynacore_hooks(names, chiplets, design, model, sim_model)
+    if hooks:
+        system.compute_hooks = hooks
+        info["compute_hooks"] = "DynaCore core model (hydra_opt.hardware.dynacore) for dynacore chiplets"
     map_mod = _try_import("hydra_opt.runtime.mapping")
     omega = None
     if map_mod is not None:
@@ -113,6 +117,28 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
         info["mapping"] = "hydra_opt.runtime.mapping"
     system.omega = omega
     return system, info
+
+
+def _dynacore_hooks(names, chiplets, design, model, sim_model) -> dict:
+    """Per-chiplet compute-time hooks pricing a block's GEMM list with the DynaCore core model."""
+    if "dynacore" not in names or model is None or not hasattr(model, "blocks"):
+        return {}
+    from hydra_opt.hardware.dynacore.chiplet import DynaCoreSettings, dynacore_block_time
+    from hydra_opt.workload.models import block_gemms
+
+    settings = getattr(design, "dynacore", None) or DynaCoreSettings()
+    link = float(design.d2d_bw_gbps)
+    hooks = {}
+    for i, (n, ch) in enumerate(zip(names, chiplets)):
+        if n != "dynacore":
+            continue
+
+        def hook(block, phase, ctx, new, _cores=ch.cores):
+            gemms = block_gemms(model.blocks[block], ctx, new)
+            return dynacore_block_time(settings, gemms, link, phase, cores=_cores)
+
+        hooks[i] = hook
+    return hooks
 
 
 def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any, nominal_context: int = 512) -> dict | None:

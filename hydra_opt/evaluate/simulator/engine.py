@@ -208,6 +208,8 @@ class Engine:
         if type(scheduler) is StaticScheduler:
             om = scheduler.omega
             self.static_map = {p: [om[(p, b)] for b in range(nb)] for p in ("prefill", "decode")}
+        self.hooks = dict(system.compute_hooks)
+        self.hook_cache: dict = {}
         self.busy = [False] * self.nc
         self.busy_s = [0.0] * self.nc
         self.energy_dyn = 0.0
@@ -645,7 +647,11 @@ class Engine:
         blk = task.block
         vals = task.vals
         tau = self.ctype[c]
-        cs = max(vals[3 * tau][blk], vals[3 * tau + 1][blk])
+        hook = self.hooks.get(c) if self.hooks else None
+        if hook is None:
+            cs = max(vals[3 * tau][blk], vals[3 * tau + 1][blk])
+        else:
+            cs = max(self._hook_time(hook, tau, task), vals[3 * tau + 1][blk])
         prev = task.batch.prev_chip
         if prev >= 0 and prev != c:
             cs += self.chip_lat[prev][c] + 0.5 * vals[self.R_IO][blk] / self.link_bps
@@ -689,6 +695,26 @@ class Engine:
             task.cs_open = True
             task.flow_open = False
             heapq.heappush(self.heap, (now + (cs if cs > t_mem else t_mem) + lat, self.seq, _EV_COMPUTE, task, 0))
+
+    def _hook_time(self, hook, tau: int, task: _Task) -> float:
+        """Compute time from a chiplet's own model (cached per block, phase, batch shape and context bucket)."""
+        part = task.batch
+        prompt, gen = self.prompt, self.gen
+        if part.phase == "prefill":
+            ctx = [0] * len(part.rids)
+            new = [prompt[r] + gen[r] for r in part.rids]
+        else:
+            cap = self.model.max_context
+            ctx = [min(prompt[r] + gen[r] - 1, cap) for r in part.rids]
+            new = [1] * len(part.rids)
+        # Context bucket: mean context rounded to 64 tokens (ARCHITECTURE "speed habits"); exact batch and new tokens.
+        n = len(ctx)
+        key = (tau, task.block, part.phase, n, sum(new), sum(q * q for q in new), round(sum(ctx) / (64 * n)))
+        t = self.hook_cache.get(key)
+        if t is None:
+            t = float(hook(task.block, part.phase, np.asarray(ctx), np.asarray(new)))
+            self.hook_cache[key] = t
+        return t
 
     def _finish(self, task: _Task) -> None:
         c = task.chip

@@ -82,6 +82,9 @@ class SimSystem:
         omega: Initial mapping ``(phase, block) -> chiplet index`` (None: :func:`greedy_omega`).
         name: Label for reports.
         node_labels: Label per mesh node (for heatmaps).
+        compute_hooks: Optional per-chiplet-index compute-time model ``fn(block, phase, ctx, new) -> s`` that
+            replaces opcost's compute time for that chiplet (DynaCore chiplets: their own per-GEMM core model);
+            SRAM and memory times still come from opcost and the NoI.
     """
 
     chiplets: list[ChipletType]
@@ -93,6 +96,7 @@ class SimSystem:
     omega: dict[tuple[str, int], int] | None = None
     name: str = ""
     node_labels: list[str] = field(default_factory=list)
+    compute_hooks: dict = field(default_factory=dict)
 
 
 def time_coefficients(chiplet: ChipletType, coeffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
