@@ -35,14 +35,16 @@ def design(tmp_path):
 
 def test_json_keys_and_trace(design, tmp_path, capsys):
     trace = tmp_path / "t.csv"
+    png = tmp_path / "links.png"
     rc = main(["simulate", "--design", design, "--model", "nemotron-h-4b", "--workload", "chat", "--seconds", "3",
-               "--requests", "20", "--json", "--trace-out", str(trace)])
+               "--requests", "20", "--json", "--trace-out", str(trace), "--link-heatmap", str(png)])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     for k in ("throughput_tok_s", "ttft_mean_s", "ttft_p99_s", "tpot_mean_s", "completed_requests", "simulated_s",
               "wall_s", "events"):
         assert k in out
     assert out["simulated_s"] == 3.0
+    assert png.stat().st_size > 1000
     rows = list(csv.DictReader(open(trace)))
     assert len(rows) == 20
     done = [r for r in rows if r["status"] == "completed"]

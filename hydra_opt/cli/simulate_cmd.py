@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="check invariants after every event (slow)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
     p.add_argument("--trace-out", metavar="F", default=None, help="write per-request metrics CSV to F")
+    p.add_argument("--link-heatmap", metavar="PNG", default=None,
+                   help="write the mean per-link utilisation as a mesh heatmap (HYDRA Fig. 11) to PNG")
     return p
 
 
@@ -72,6 +74,16 @@ def run(args: argparse.Namespace) -> int:
     res = simulate(args.design, args.model, args.workload, seed=args.seed, options=opt)
     if args.trace_out:
         res.write_trace(args.trace_out)
+    if args.link_heatmap:
+        import numpy as np
+
+        from hydra_opt.hardware.noi import Mesh, plot_link_heatmap
+
+        w, h = res.options["build"]["grid"]
+        mesh = Mesh(w, h, 1.0)
+        plot_link_heatmap(mesh, np.asarray(res.link_util), args.link_heatmap,
+                          node_labels=res.options["build"]["node_labels"] or None,
+                          title=f"{res.design}: mean link utilisation over {res.simulated_s:g} s")
     if args.json:
         print(json.dumps(res.to_dict(), indent=1, sort_keys=True, allow_nan=False))
     else:

@@ -76,5 +76,6 @@ def simulate_design(design: Any, model: Any, workload: Any, *, seed: int = 0, op
         seed=seed,
         workload=wname,
     )
+    info = {**info, "grid": [system.mesh.width, system.mesh.height], "node_labels": list(system.node_labels)}
     object.__setattr__(res, "options", {**res.options, "build": info, "precision_used": precision})
     return res
