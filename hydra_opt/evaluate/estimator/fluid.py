@@ -443,7 +443,14 @@ def continuous_requests(fi: FluidInputs, t0: float, t1: float, horizon: float, f
         n_req = int(max(0, np.floor(lam * (t_end - fi.a0[r]))) + 1)
         n = np.arange(n_req, dtype=np.float64)
         arr = fi.a0[r] + n / lam
-        adm = np.maximum(arr, fi.a0[r] + np.maximum(n - m * b, 0.0) / r_adm)
+        # Admission: on arrival while fewer than m·B run; otherwise when request n − m·B completes (first token,
+        # then E[S] passes), FCFS — computed block by block of m·B requests.
+        cap_n = max(int(m * b), 1)
+        adm = arr.copy()
+        life = l_pre + s_mean * tau
+        for lo_i in range(cap_n, n_req, cap_n):
+            hi_i = min(lo_i + cap_n, n_req)
+            adm[lo_i:hi_i] = np.maximum(arr[lo_i:hi_i], adm[lo_i - cap_n : hi_i - cap_n] + life)
         first = adm + l_pre
         k0 = np.maximum(t0 - first, 0.0) / max(tau, 1e-300)
         k1 = np.maximum(t1 - first, 0.0) / max(tau, 1e-300)
