@@ -433,8 +433,10 @@ def continuous_requests(fi: FluidInputs, t0: float, t1: float, horizon: float, f
         lam_eff = min(lam, r_adm)
         n_run = min(m * b, max(1.0, lam_eff * l_pre))
         for _ in range(8):  # Little's law fixed point for the running requests
-            dd = float(np.clip(min(m, n_run), 1.0, curve.size))
-            a = max(1.0, n_run / m)
+            # Running requests share batches (refills at pass boundaries fill existing batches): ceil(N/B)
+            # batches of N/d members, at most m.
+            dd = float(np.clip(np.ceil(n_run / b), 1.0, min(m, curve.size)))
+            a = max(1.0, n_run / dd)
             tau = float(np.interp(dd, np.arange(1, curve.size + 1), curve)) * (fi.tau0[r] + fi.tau1[r] * a) / full
             # Passes also carry the new members' prefill: the token rate cannot exceed the cycle capacity.
             tau = max(tau, n_run / max(float(fi.cap_tok[r]), 1e-300))
