@@ -190,3 +190,14 @@ def test_fair_sharing_water_fills_each_resource():
     eq.add(1, (0,), 1.0, 0.0, cap_bps=10.0)
     eq.add(2, (0,), 1.0, 0.0)
     assert eq.flows[2][2] == 50.0  # equal split: no redistribution of flow 1's unused share
+
+
+def test_elastic_trades_queue_length_against_distance():
+    v = ChipletView(xy=[(1, 0), (9, 0), (2, 0)], native={("mamba", "decode"): [0, 1, 2]},
+                    family_any={"mamba": [0, 1, 2]})
+    s = ElasticScheduler({("decode", 0): 2}, spread=2, distance_weight=0.25)
+    v.load[:] = [1, 0, 4]
+    # Chiplet 1 is idle but 9 hops from the memory (score 2.25); chiplet 0 has one task, 1 hop away (1.25).
+    assert s.choose(_T(mem_xy=(0, 0)), 0, v) == 0
+    s0 = ElasticScheduler({("decode", 0): 2}, spread=2, distance_weight=0.0)
+    assert s0.choose(_T(mem_xy=(0, 0)), 0, v) == 1

@@ -18,8 +18,8 @@ Policies:
 * ``worksteal`` — round-robin dispatch; an idle chiplet steals the newest queued task of the most loaded
   compatible chiplet (distance ignored).
 * ``elastic`` — keep Ω while the load spread among compatible chiplets is mild; otherwise send the task to the
-  least-loaded compatible chiplet, ties broken by Manhattan distance to the task's memory; idle chiplets pull
-  waiting work the same way. ``lend=True`` adds cross-phase lending: a chiplet of the same family built for the
+  compatible chiplet minimising ``load + distance_weight · hops`` to the task's memory (queue length traded
+  against distance); idle chiplets pull waiting work from overloaded ones, nearest memory first. ``lend=True`` adds cross-phase lending: a chiplet of the same family built for the
   other phase may take the task when it is clearly less loaded than every native one (its own speed for that
   phase is priced by the cost model).
 """
@@ -157,6 +157,9 @@ class ElasticScheduler(TaskScheduler):
         spread: Imbalance threshold: Ω is kept while ``load[Ω] − min(load) < spread`` over the candidates.
         lend: Cross-phase lending (decode chiplets may run prefill tasks of their family and vice versa).
         lend_margin: A borrowed chiplet is used only if its load is at least this much below every native one.
+        distance_weight: Under imbalance the task goes to the candidate minimising
+            ``load + distance_weight · hops`` to the task's memory (queue length traded against distance: by
+            default 4 hops weigh as much as one queued task); ties by load, then index.
     """
 
     name = "elastic"
@@ -168,11 +171,13 @@ class ElasticScheduler(TaskScheduler):
         spread: int = 2,
         lend: bool = False,
         lend_margin: int = 2,
+        distance_weight: float = 0.25,
     ) -> None:
         self.omega = dict(omega)
         self.spread = int(spread)
         self.lend = bool(lend)
         self.lend_margin = int(lend_margin)
+        self.distance_weight = float(distance_weight)
 
     def _pool(self, family: str, phase: str, view: ChipletView) -> tuple[list[int], list[int]]:
         native = view.native[(family, phase)]
@@ -189,9 +194,14 @@ class ElasticScheduler(TaskScheduler):
         if load[pref] - lmin < self.spread and not (lent and self._lend_ok(lent, lmin, view)):
             return pref
         mxy = task.mem_xy
-        best = min(native, key=lambda c: (load[c], _manhattan(view.xy[c], mxy), c))
+        w = self.distance_weight
+
+        def score(c: int) -> tuple[float, int, int]:
+            return (load[c] + w * _manhattan(view.xy[c], mxy), load[c], c)
+
+        best = min(native, key=score)
         if lent and self._lend_ok(lent, lmin, view):
-            alt = min(lent, key=lambda c: (load[c], _manhattan(view.xy[c], mxy), c))
+            alt = min(lent, key=score)
             if load[alt] + self.lend_margin <= load[best]:
                 return alt
         return best
