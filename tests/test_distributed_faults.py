@@ -15,9 +15,8 @@ from pathlib import Path
 
 import optuna
 import pytest
-from optuna.trial import TrialState
-
 from dist_fakes import PG_URL, REDIS_URL, delete_study, server_reachable, unique_name
+from optuna.trial import TrialState
 from test_distributed_workers import FINISHED, cli_env, load, run_cli, write_study
 
 FAST_HEARTBEAT = ("--heartbeat-interval", "1", "--grace-period", "3")

@@ -18,16 +18,16 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+from dist_fakes import MARIADB_URL, PG_URL, delete_study, server_reachable, unique_name
 from optuna.trial import TrialState
 
-from dist_fakes import MARIADB_URL, PG_URL, delete_study, server_reachable, unique_name
-from hydra_opt.dse.storages import StorageOptions, make_storage
 from hydra_opt.dse.fault import WORKER_ATTR, PerTrialSeedSampler, reseed_sampler, trial_seed
+from hydra_opt.dse.storages import StorageOptions, make_storage
 
 TESTS = Path(__file__).resolve().parent
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
-#: ~6,000 designs, so two independent random proposals rarely coincide.
+#: 26,880 designs, so two independent random proposals rarely coincide.
 WIDE_SPACE = {
     "kind": "search_space",
     "name": "wide",
@@ -35,7 +35,7 @@ WIDE_SPACE = {
     "chiplets": {"tscs_p": {"min": 1, "max": 21}, "tscs_d": {"min": 1, "max": 21}},
     "memory": {"count": {"min": 2, "max": 16}},
     "d2d_bw_gbps": [256, 384, 512, 640],
-    "max_batch": [2, 4, 6, 8, 12, 16, 24, 32],
+    "max_batch": list(range(2, 34)),
 }
 
 
@@ -53,7 +53,8 @@ def write_study(tmp_path: Path, *, name: str = "dist", sampler: object = "random
 
 def cli_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    # The checkout under test first (not whichever copy happens to be pip-installed), then the test helpers.
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS.parent), str(TESTS), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.pop("HYDRA_OPT_TEST_HANG_DIR", None)
     env.pop("HYDRA_OPT_TEST_SIM_S", None)
     env.update(extra)
@@ -91,26 +92,33 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     return make_storage(url, StorageOptions(heartbeat_interval_s=0))
 
 
-def assert_no_concurrent_twins(trials: list[optuna.trial.FrozenTrial]) -> None:
-    """No design ran on two workers at overlapping times."""
+def concurrent_twins(trials: list[optuna.trial.FrozenTrial]) -> list[tuple[int, int]]:
+    """Pairs of trials that ran the same design on two workers at overlapping times."""
     done = [t for t in trials if t.state in FINISHED and t.datetime_complete is not None]
+    out = []
     for a, b in itertools.combinations(done, 2):
         if a.user_attrs["design_key"] != b.user_attrs["design_key"]:
             continue
         if a.system_attrs[WORKER_ATTR] == b.system_attrs[WORKER_ATTR]:
             continue
-        overlap = a.datetime_start < b.datetime_complete and b.datetime_start < a.datetime_complete
-        assert not overlap, f"trials {a.number} and {b.number} ran the same design concurrently on two workers"
+        if a.datetime_start < b.datetime_complete and b.datetime_start < a.datetime_complete:
+            out.append((a.number, b.number))
+    return out
 
 
 @pytest.mark.db
 @pytest.mark.slow
-def test_four_workers_finish_exactly_the_budget(storage: tuple[str, str], tmp_path: Path) -> None:
+def test_four_workers_on_two_machines_finish_exactly_the_budget(storage: tuple[str, str], tmp_path: Path) -> None:
+    """Two invocations ("machines") started at once with identical command lines, 2 worker processes each."""
     url, name = storage
-    res = run_cli(str(write_study(tmp_path)), "--storage", url, "--study-name", name, "--workers", "4",
-                  "--n-trials", "100", "--quiet")
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "Traceback" not in res.stderr and "Error" not in res.stderr, res.stderr[-2000:]
+    cmd = [sys.executable, "-m", "hydra_opt.run", str(write_study(tmp_path)), "--storage", url, "--study-name", name,
+           "--workers", "2", "--n-trials", "100", "--quiet"]
+    procs = [subprocess.Popen(cmd, env=cli_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-2000:]
+        assert "Traceback" not in err and "Error" not in err, err[-2000:]
     trials = load(url, name)
     assert sum(t.state in FINISHED for t in trials) == 100
     assert [t.number for t in trials] == list(range(len(trials)))  # unique, gap-free numbers
@@ -125,7 +133,9 @@ def test_four_workers_finish_exactly_the_budget(storage: tuple[str, str], tmp_pa
     assert len(by_worker) == 4, sorted(by_worker)
     firsts = [min(ts, key=lambda t: t.number).user_attrs.get("design_key") for ts in by_worker.values()]
     assert len(set(firsts)) == 4, "two workers started with the same design (seed collision)"
-    assert_no_concurrent_twins(trials)
+    # Workers sharing a seed would propose the same design in lockstep, i.e. a twin per trial. Independent random
+    # draws from 26,880 designs coincide on overlapping trials with probability ~1 % per run: one is tolerated.
+    assert len(concurrent_twins(trials)) <= 1, concurrent_twins(trials)
 
 
 def test_per_trial_streams_are_distinct_and_reproducible() -> None:
@@ -162,3 +172,30 @@ def test_reseed_reaches_shared_and_nested_random_states() -> None:
     reseed_sampler(tpe, 9)
     assert tpe._rng.rng.randint(10**9) == a
     assert trial_seed(3, 0) != trial_seed(3, 1) and trial_seed(3, 7) == trial_seed(3, 7)
+
+
+def _open_fresh(url: str, barrier: object, results: object) -> None:
+    from hydra_opt.dse.storages import make_storage
+
+    barrier.wait()  # all processes create the schema of the same fresh database at once
+    try:
+        make_storage(url, StorageOptions(heartbeat_interval_s=0))
+        results.put("ok")
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        results.put(f"{type(exc).__name__}: {exc}"[:300])
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_workers_opening_a_fresh_sqlite_file_at_once_all_succeed(tmp_path: Path, round_: int) -> None:
+    """Two machines (here: 4 processes) starting on an empty database race to create its schema."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    barrier, results = ctx.Barrier(4), ctx.Queue()
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    procs = [ctx.Process(target=_open_fresh, args=(url, barrier, results)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [results.get(timeout=5) for _ in procs] == ["ok"] * 4

@@ -7,7 +7,7 @@ from typing import Any
 
 from hydra_opt.config import ConfigError
 
-__all__ = ["storage_options_from_args", "MAX_HEARTBEAT_S", "MAX_GRACE_S"]
+__all__ = ["MAX_GRACE_S", "MAX_HEARTBEAT_S", "storage_options_from_args"]
 
 MAX_HEARTBEAT_S = 3600
 MAX_GRACE_S = 7 * 86400

@@ -33,7 +33,6 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -44,26 +43,26 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 
 __all__ = [
-    "HEARTBEAT_ATTR",
-    "WORKER_ATTR",
-    "worker_id",
-    "RETRIED_ATTR",
     "FINISHED",
-    "trial_seed",
-    "reseed_sampler",
-    "PerTrialSeedSampler",
-    "has_rdb_heartbeat",
-    "is_journal",
-    "last_alive_s",
-    "find_stale_trials",
-    "RecoveredTrial",
-    "recover_stale_trials",
+    "HEARTBEAT_ATTR",
+    "RETRIED_ATTR",
+    "WORKER_ATTR",
     "JournalHeartbeat",
-    "with_journal_heartbeat",
-    "optimize_until_budget",
-    "sigterm_as_interrupt",
+    "PerTrialSeedSampler",
+    "RecoveredTrial",
+    "find_stale_trials",
+    "has_rdb_heartbeat",
     "ignore_further_interrupts",
     "interrupt_workers",
+    "is_journal",
+    "last_alive_s",
+    "optimize_until_budget",
+    "recover_stale_trials",
+    "reseed_sampler",
+    "sigterm_as_interrupt",
+    "trial_seed",
+    "with_journal_heartbeat",
+    "worker_id",
 ]
 
 #: Trial system attribute: epoch seconds of the last journal heartbeat of a RUNNING trial.
@@ -95,7 +94,7 @@ def _random_states(obj: Any, seen: set[int], depth: int = 0) -> list[np.random.R
     if isinstance(obj, np.random.RandomState):
         return [obj]
     mod = type(obj).__module__ or ""
-    if not (mod.startswith("optuna") or mod.startswith("hydra_opt")) or not hasattr(obj, "__dict__"):
+    if not mod.startswith(("optuna", "hydra_opt")) or not hasattr(obj, "__dict__"):
         return []
     out: list[np.random.RandomState] = []
     for key in sorted(vars(obj)):

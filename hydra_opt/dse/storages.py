@@ -70,6 +70,28 @@ def with_driver(url: str) -> str:
     return url
 
 
+#: Messages of the errors two processes get when both create the schema of a fresh database at once.
+_SCHEMA_RACE = ("already exists", "duplicate key", "Duplicate entry", "UNIQUE constraint failed", "(1050,")
+
+
+def _open_rdb(url: str, kwargs: dict) -> optuna.storages.RDBStorage:
+    """``RDBStorage(url, **kwargs)``, retried when another worker is creating the same fresh schema right now
+    (two machines starting together on an empty database; SQLAlchemy's create-if-absent is check-then-create)."""
+    import random
+    import time
+
+    attempts = 12
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - re-raised unless it is the schema race
+            if attempt == attempts - 1 or not any(m in str(exc) for m in _SCHEMA_RACE):
+                raise
+            # The other process finishes (part of) the schema meanwhile; several may race table by table.
+            time.sleep(min(2.0, 0.1 * (attempt + 1)) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
 def scrub_secret(text: str, url: str) -> str:
     """``text`` without any piece of ``url``'s password (a driver may echo a host parsed from a password that
     holds an unencoded '@', e.g. ``could not translate host name "ss@host"``)."""
@@ -181,7 +203,7 @@ def make_storage(url: str, options: StorageOptions | None = None) -> optuna.stor
                         max_retry=opts.failed_trial_retries
                     ),
                 )
-            storage = optuna.storages.RDBStorage(with_driver(url), **kwargs)
+            storage = _open_rdb(with_driver(url), kwargs)
         if scheme == "sqlite" and opts.sqlite_wal and ":memory:" not in url:
             _sqlite_wal(storage)
         return storage
