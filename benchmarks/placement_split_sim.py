@@ -17,19 +17,24 @@ import functools
 import time
 from pathlib import Path
 
+import numpy as np
+
 import hydra_opt.system.placement as placement
 from hydra_opt.evaluate.simulator.driver import simulate_design
 from hydra_opt.evaluate.simulator.options import SimOptions
 from hydra_opt.system.design import load_design
 from hydra_opt.workload.models import load_model
+from hydra_opt.workload.workload import load_workload
 
 DESIGNS = ("lw-mt-cp", "bwb-mt-cp", "chat-bstar-cp", "arxiv-mt-cp")
-# (label, policy, place() keyword overrides)
+# (label, policy, place() keyword overrides; "ctx" = the workload's mean prompt + output tokens, which the
+# simulator now passes to place(); "max" = the model's max_position)
 CONFIGS = (
-    ("CP capacity, ctx = max_position (default)", "cp", {}),
-    ("CP capacity, ctx 1024", "cp", {"context_tokens": 1024}),
-    ("CP traffic, ctx = max_position", "cp", {"split": "traffic"}),
-    ("CP traffic, ctx 1024", "cp", {"split": "traffic", "context_tokens": 1024}),
+    ("CP before: capacity split, contiguous weights, ctx max", "cp",
+     {"split": "capacity", "weights": "balanced", "context_tokens": "max"}),
+    ("CP capacity split, traffic weights, ctx mean", "cp", {"split": "capacity"}),
+    ("CP traffic split, contiguous weights, ctx mean", "cp", {"weights": "balanced"}),
+    ("CP default now: traffic split + traffic weights, ctx mean", "cp", {}),
     ("RR", "rr", {}),
     ("random (seed 0)", "random", {}),
 )
@@ -41,6 +46,9 @@ def main() -> None:
     ap.add_argument("--workload", default="hydra-chat")
     args = ap.parse_args()
     model = load_model("nemotron-h-4b")
+    wl = load_workload(args.workload)
+    req = wl.requests(0)
+    ctx = int(round(float(np.mean(np.maximum(req.prompt_tokens, 1) + np.maximum(req.output_tokens, 1)))))
     root = Path(__file__).resolve().parents[1]
     original = placement.place
     rows = []
@@ -49,11 +57,19 @@ def main() -> None:
         for name in DESIGNS:
             design = load_design(root / "studies" / "designs" / f"fig10-nemotron-h-4b-{name}.yaml")
             for label, policy, kw in CONFIGS:
-                placement.place = functools.partial(original, **kw)
+                kw = dict(kw)
+                if kw.get("context_tokens") == "max":
+                    kw["context_tokens"] = model.max_position
+                # The simulator passes context_tokens itself; these overrides win over it.
+                placement.place = lambda *a, _kw=kw, **k: original(*a, **{**k, **_kw})
                 d = design.replace(placement=policy)
-                pl = original(d, model, **kw)
+                pl = original(d, model, **{"context_tokens": ctx, **kw})
+                # Bytes per memory per pass, all priced at the workload's mean context (comparable across rows).
+                prob = placement.placement_problem(d, model, context_tokens=ctx)
+                peak = max(placement.mem_pass_bytes(prob, pl.weight_map))
                 res = simulate_design(d, model, args.workload, options=SimOptions(horizon_s=args.seconds))
-                rows.append((name, design.n_mem, label, res.throughput_tok_s, res.link_util_mean, pl.mean_hops))
+                rows.append((name, design.n_mem, label, pl.mem_groups.count("mamba"), peak / 1e9,
+                             res.throughput_tok_s, res.ttft_mean_s, res.link_util_mean, pl.mean_hops))
                 print(rows[-1], flush=True)
     finally:
         placement.place = original
@@ -62,13 +78,16 @@ def main() -> None:
         "",
         f"Command: `python benchmarks/placement_split_sim.py --seconds {args.seconds:g} --workload {args.workload}`"
         f" ({time.perf_counter() - t0:.0f} s wall). Clean simulator options (static batching and scheduler of the"
-        " design files, equal-share NoI).",
+        f" design files, equal-share NoI). ctx mean = the workload's mean prompt + output = {ctx} tokens; ctx max ="
+        f" max_position = {model.max_position} tokens. Peak per-pass bytes = the busiest memory's weights + a"
+        " max_batch batch's state/KV at ctx mean, read per pass (GB = 1e9 bytes).",
         "",
-        "| design | HBMs | placement | throughput (tokens/s) | mean link utilisation (fraction) | mean hops |",
-        "|---|---:|---|---:|---:|---:|",
+        "| design | HBMs | placement | Mamba HBMs | peak per-pass bytes (GB) | throughput (tokens/s) |"
+        " TTFT mean (s) | mean link utilisation (fraction) | mean hops |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, n_mem, label, tp, lu, mh in rows:
-        lines.append(f"| {name} | {n_mem} | {label} | {tp:.1f} | {lu:.4f} | {mh:.2f} |")
+    for name, n_mem, label, nm, peak, tp, ttft, lu, mh in rows:
+        lines.append(f"| {name} | {n_mem} | {label} | {nm} | {peak:.3f} | {tp:.1f} | {ttft:.3f} | {lu:.4f} | {mh:.2f} |")
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "placement_split_sim.md").write_text("\n".join(lines) + "\n")

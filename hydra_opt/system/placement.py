@@ -14,7 +14,13 @@ Policies (docs/noi_placement.md):
      instead; ``split="traffic"`` minimises the larger of the groups' bytes per memory per pass (weights + a
      batch's state/KV), among splits whose Eq. (1) admits a full batch. Ties: a split whose weights fit first,
      then the larger ``r_M + r_A``, then the larger ``N_M``. Each block's weights go to one memory of its
-     family's group, in contiguous chunks of the model order.
+     family's group: ``weights="traffic"`` (default of ``place(preset="clean")``) balances the bytes each
+     memory serves per pass (weights + a batch's state/KV at ``context_tokens``; LPT greedy, then moves, swaps
+     and exact pair re-splits; model-order runs kept when no worse), and with ``split="traffic"`` the split
+     minimises the busiest memory of that map; ``weights="balanced"`` cuts contiguous runs of the model order
+     with the least largest weight bytes; ``weights="chunks"`` (paper preset) deals equal block counts per kind.
+     Why balance: Eq. 2 is about distance and Eq. 1 about concurrency, but every pass streams all weights, so
+     the busiest HBM interface bounds a pass (docs/noi_placement.md, "Findings").
   2. *Compute step* (Eq. 2). A compute chiplet ``c`` at slot ``p`` costs ``v(c)·Σ_h d(p, h)`` over the memories
      ``h`` holding weights of the block families it runs (Manhattan distance ``d``; volume weight ``v``:
      1 for prefill, 4 for decode chiplets — the ratio of the artifact's per-task bandwidths 64:256 GB/s).
@@ -36,6 +42,7 @@ Slots/nodes are numbered ``x·height + y`` like :class:`hydra_opt.system.package
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,10 +58,12 @@ __all__ = [
     "Placement",
     "PlacementError",
     "PlacementProblem",
+    "block_pass_bytes",
     "eq2_cost",
     "family_traffic_bytes",
     "group_concurrency",
     "mean_hops",
+    "mem_pass_bytes",
     "place",
     "place_problem",
     "placement_problem",
@@ -377,7 +386,11 @@ def split_memories(problem: PlacementProblem, *, split: str = "capacity", weight
             # capacity concurrency must still admit a full batch; then it breaks ties).
             r_m, r_a = group_concurrency(problem, n_m, split="capacity")
             admits = min(r_m, r_a) >= problem.batch
-            key = (fits, admits, -max(t_m / n_m, t_a / (m - n_m)), min(r_m, r_a), n_m)
+            worst = max(t_m / n_m, t_a / (m - n_m))
+            if weights == "traffic" and fits:
+                # The busiest memory of the weight map actually produced (T_f/N_f is only its lower bound).
+                worst = max(mem_pass_bytes(problem, _cp_weight_map(problem, n_m, weights)))
+            key = (fits, admits, -worst, min(r_m, r_a), n_m)
         else:
             r_m, r_a = group_concurrency(problem, n_m, split=split)
             key = (fits, min(r_m, r_a), _finite_sum(r_m, r_a), n_m)
@@ -454,8 +467,139 @@ def _chunked(kinds: Sequence[str], k: int) -> list[int]:
     return part
 
 
+def block_pass_bytes(problem: PlacementProblem) -> list[float]:
+    """Bytes each block reads from its memory in one pass of a ``problem.batch``-request batch, bytes.
+
+    Every pass (prefill or decode step) streams the block's weights once (shared by the batch) plus, per
+    request, its recurrent/conv state and its KV cache at ``context_tokens`` (the same terms as
+    :func:`family_traffic_bytes`, per block).
+    """
+    return [
+        b.weight_bytes + problem.batch * (b.state_bytes + b.kv_bytes_per_token * problem.context_tokens)
+        for b in problem.blocks
+    ]
+
+
+def mem_pass_bytes(problem: PlacementProblem, wmap: Sequence[int]) -> list[float]:
+    """Per memory: bytes it serves per pass under the weight map ``wmap`` (:func:`block_pass_bytes`), bytes."""
+    out = [0.0] * problem.n_mem
+    for v, m in zip(block_pass_bytes(problem), wmap):
+        out[m] += v
+    return out
+
+
+def _traffic_balanced(sizes: Sequence[float], weights: Sequence[float], k: int, cap: float) -> list[int]:
+    """Assign items to ``k`` memories minimising the largest per-memory traffic, weights within ``cap``.
+
+    Longest-processing-time greedy (largest traffic first, onto the least loaded memory with room; ties by
+    index): within 4/3 of the optimum makespan (Graham 1969). The contiguous exact split of the model order
+    (:func:`_contiguous_balanced` on the same traffic) is kept instead when it is no worse and fits — model-order
+    runs are what the paper's chunks look like, but they buy nothing physically, so never at the cost of balance.
+    """
+    n = len(sizes)
+    if n == 0:
+        return []
+    load = [0.0] * k
+    room = [cap] * k
+    part = [0] * n
+    for i in sorted(range(n), key=lambda i: (-sizes[i], i)):
+        ok = [m for m in range(k) if room[m] >= weights[i]]
+        if not ok:
+            raise PlacementError(
+                f"weights do not fit: a block of {weights[i] / 2**30:.2f} GiB finds no memory with room"
+            )
+        m = min(ok, key=lambda m: (load[m], m))
+        part[i] = m
+        load[m] += sizes[i]
+        room[m] -= weights[i]
+    _improve_moves_swaps(sizes, weights, part, load, room)
+    contig = _contiguous_balanced(sizes, k)
+    c_load, c_w = [0.0] * k, [0.0] * k
+    for i, m in enumerate(contig):
+        c_load[m] += sizes[i]
+        c_w[m] += weights[i]
+    if max(c_load) <= max(load) * (1 + 1e-12) and max(c_w) <= cap:
+        return contig
+    return part
+
+
+def _improve_moves_swaps(sizes, weights, part, load, room, max_steps: int = 1000) -> None:
+    """Local search after LPT: move one item off the busiest memory, or swap it for a smaller one, while that
+    lowers the pair's larger load (so the busiest memory's load never rises; in place, deterministic)."""
+    k = len(load)
+    for _ in range(max_steps):
+        a = max(range(k), key=lambda m: (load[m], -m))
+        best = None  # (new pair max, i, j or -1, b)
+        items_a = [i for i in range(len(part)) if part[i] == a]
+        for b in range(k):
+            if b == a:
+                continue
+            items_b = [j for j in range(len(part)) if part[j] == b]
+            for i in items_a:
+                if room[b] >= weights[i]:
+                    v = max(load[a] - sizes[i], load[b] + sizes[i])
+                    if v < load[a] * (1 - 1e-12) and (best is None or v < best[0]):
+                        best = (v, i, -1, b)
+                for j in items_b:
+                    d = sizes[i] - sizes[j]
+                    if d <= 0 or room[b] + weights[j] < weights[i] or room[a] + weights[i] < weights[j]:
+                        continue
+                    v = max(load[a] - d, load[b] + d)
+                    if v < load[a] * (1 - 1e-12) and (best is None or v < best[0]):
+                        best = (v, i, j, b)
+        if best is None:
+            if not _repartition_pair(sizes, weights, part, load, room, a):
+                return
+            continue
+        _, i, j, b = best
+        for x, src, dst in ((i, a, b),) + (((j, b, a),) if j >= 0 else ()):
+            part[x] = dst
+            load[src] -= sizes[x]
+            load[dst] += sizes[x]
+            room[src] += weights[x]
+            room[dst] -= weights[x]
+
+
+def _repartition_pair(sizes, weights, part, load, room, a: int, max_combos: int = 20000) -> bool:
+    """Exactly re-split the items of the busiest memory ``a`` and one other memory between the two (enumerating
+    counts per class of equal (traffic, weight) items — model blocks come in few sizes); apply the first pair
+    whose best split lowers ``a``'s load. Returns whether something changed."""
+    k = len(load)
+    for b in sorted((m for m in range(k) if m != a), key=lambda m: (load[m], m)):
+        items = [i for i in range(len(part)) if part[i] in (a, b)]
+        classes: dict[tuple[float, float], list[int]] = {}
+        for i in items:
+            classes.setdefault((sizes[i], weights[i]), []).append(i)
+        keys = sorted(classes)
+        if math.prod(len(classes[c]) + 1 for c in keys) > max_combos:
+            continue
+        cap_a, cap_b = room[a] + sum(weights[i] for i in items if part[i] == a), room[b] + sum(
+            weights[i] for i in items if part[i] == b
+        )
+        total = load[a] + load[b]
+        best_v, best_counts = load[a], None
+        for counts in itertools.product(*(range(len(classes[c]) + 1) for c in keys)):
+            la = sum(n * c[0] for n, c in zip(counts, keys))
+            wa = sum(n * c[1] for n, c in zip(counts, keys))
+            wb = sum((len(classes[c]) - n) * c[1] for n, c in zip(counts, keys))
+            v = max(la, total - la)
+            if wa <= cap_a and wb <= cap_b and v < best_v * (1 - 1e-9):
+                best_v, best_counts = v, counts
+        if best_counts is None:
+            continue
+        for n, c in zip(best_counts, keys):
+            for t, i in enumerate(classes[c]):
+                part[i] = a if t < n else b
+        for m, cap in ((a, cap_a), (b, cap_b)):
+            load[m] = sum(sizes[i] for i in items if part[i] == m)
+            room[m] = cap - sum(weights[i] for i in items if part[i] == m)
+        return True
+    return False
+
+
 def _cp_weight_map(problem: PlacementProblem, n_m: int, weights: str) -> list[int]:
     _, members = _groups(problem, n_m)
+    pass_bytes = block_pass_bytes(problem) if weights == "traffic" else []
     wmap = [0] * len(problem.blocks)
     for fam in ("mamba", "attention"):
         idx = problem.family_blocks(fam)
@@ -466,6 +610,13 @@ def _cp_weight_map(problem: PlacementProblem, n_m: int, weights: str) -> list[in
             raise PlacementError(f"no memory chiplet for the {fam} blocks")
         if weights == "balanced":
             part = _contiguous_balanced([problem.blocks[i].weight_bytes for i in idx], len(mems))
+        elif weights == "traffic":
+            part = _traffic_balanced(
+                [pass_bytes[i] for i in idx],
+                [problem.blocks[i].weight_bytes for i in idx],
+                len(mems),
+                problem.mem_capacity_bytes,
+            )
         elif weights == "chunks":
             part = _chunked([problem.blocks[i].kind for i in idx], len(mems))
         else:
@@ -641,8 +792,9 @@ def place_problem(
         ring: Ring order of memory slots: ``spread`` (default) or ``artifact`` (6×4 only).
         cp_order: ``joint`` (exact minimum of the total Eq. 2; default) or ``sequential`` (larger group first,
             exact per group; the paper's procedure).
-        weights: Weight chunks of ``cp``: ``balanced`` (contiguous, minimum largest memory; default) or
-            ``chunks`` (the artifact's per-block-kind equal counts).
+        weights: Weight map of ``cp``: ``balanced`` (contiguous, minimum largest memory in weight bytes;
+            default here), ``traffic`` (minimum busiest memory in bytes per pass, weights + a batch's state/KV;
+            default of ``place(preset="clean")``) or ``chunks`` (the artifact's per-block-kind equal counts).
         rr_types: Order in which ``rr`` deals chiplet types (default: the order of ``problem.compute``).
 
     Raises:
@@ -769,11 +921,11 @@ def place(
         model: ``Model``.
         seed: Seed of the ``random`` policy.
         library: Chiplet library (default library when None).
-        preset: ``clean`` (capacity split of Eq. 1, spread ring order, byte-balanced weight chunks, joint
-            assignment) or ``paper`` (the artifact: bandwidth split, its 6×4 ring order, per-kind equal chunks,
+        preset: ``clean`` (``split="traffic"``: Eq. 1 must admit a full batch, then the least busiest memory;
+            ``weights="traffic"``; spread ring order; joint assignment) or ``paper`` (the artifact: bandwidth split, its 6×4 ring order, per-kind equal chunks,
             groups placed larger first, round robin dealing marca_p, marca_d, tscs_p, tscs_d).
-        context_tokens: Per-request KV context of Eq. (1) and of the ``traffic`` split (default: the model's
-            ``max_position``, the worst case).
+        context_tokens: Per-request KV context of Eq. (1) and of the per-pass traffic (default: the model's
+            ``max_position``, the worst case; the simulator passes the workload's mean prompt + output).
         **kwargs: Overrides of :func:`place_problem` options (``split``, ``ring``, ``cp_order``, ``weights``).
     """
     problem = placement_problem(design, model, library, context_tokens=context_tokens)
@@ -786,7 +938,10 @@ def place(
             "rr_types": _ARTIFACT_RR_TYPES,
         }
     elif preset == "clean":
-        opts = {}
+        # Physically sound defaults: Eq. 1 as a constraint (a full batch must fit), then the split and the
+        # weight map that balance bytes per memory per pass (every pass streams all weights through the HBM
+        # interfaces; Eq. 2 is about distance, Eq. 1 about concurrency — neither sees interface load).
+        opts = {"split": "traffic", "weights": "traffic"}
     else:
         raise ValueError(f"unknown placement preset {preset!r}")
     opts.update(kwargs)

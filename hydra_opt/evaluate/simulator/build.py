@@ -45,7 +45,8 @@ def _fallback_placement(design, n_blocks: int) -> tuple[list[int], list[int], li
 
 def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any = None, seed: int = 0,
                  placement: str | None = None, hop_latency_s: float = DEFAULT_HOP_LATENCY_S,
-                 placement_preset: str = "clean", nominal_context: int = 512) -> tuple[SimSystem, dict]:
+                 placement_preset: str = "clean", nominal_context: int = 512,
+                 context_tokens: int | None = None) -> tuple[SimSystem, dict]:
     """Place ``design`` for ``model`` and assemble the engine's view of it.
 
     Args:
@@ -58,6 +59,10 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
         hop_latency_s: NoI per-hop latency, s.
         placement_preset: ``clean`` or ``paper`` (``hydra_opt.system.placement.place``).
         nominal_context: Prompt/context length at which Ω prices the tasks, tokens.
+        context_tokens: Per-request context placement sizes KV for (Eq. 1 and the per-pass traffic it balances),
+            tokens — the workload's mean prompt + output length (see ``simulate_design``). ``None``: the
+            model's ``max_position`` (worst case). Ignored by the ``paper`` preset (the artifact's split does
+            not look at context).
 
     Returns:
         ``(system, info)`` where ``info`` names the placement/mapping implementations used and the placement cost.
@@ -74,7 +79,8 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
     info: dict[str, Any] = {}
     pl_mod = _try_import("hydra_opt.system.placement")
     if pl_mod is not None and hasattr(pl_mod, "place"):
-        pl = pl_mod.place(design, model, seed=seed, library=lib, preset=placement_preset)
+        ctx = {"context_tokens": int(context_tokens)} if context_tokens and placement_preset != "paper" else {}
+        pl = pl_mod.place(design, model, seed=seed, library=lib, preset=placement_preset, **ctx)
         mem_nodes = [int(x) for x in pl.mem_slots]
         chips = sorted(pl.chiplets, key=lambda c: c.index)
         chip_nodes = [int(c.slot) for c in chips]
@@ -82,6 +88,8 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
         block_mem = [int(m) for m in pl.weight_map]
         info["placement"] = f"hydra_opt.system.placement ({design.placement})"
         info["placement_cost"] = float(getattr(pl, "cost", float("nan")))
+        if ctx:
+            info["placement_context_tokens"] = ctx["context_tokens"]
     else:
         mem_nodes, chip_nodes, block_mem, names = _fallback_placement(design, sim_model.n_blocks)
         info["placement"] = "fallback round-robin (hydra_opt.system.placement unavailable)"

@@ -62,10 +62,12 @@ def simulate_design(design: Any, model: Any, workload: Any, *, seed: int = 0, op
     precision = opt.precision or design.precision
     sim_model = SimModel.from_model(model, precision)
     pseed = opt.placement_seed if opt.placement_seed is not None else seed
+    wname, arr, prompt, out, horizon = resolve_requests(workload, seed, opt)
+    # Placement sizes KV/traffic for the workload's typical request (mean prompt + output), not max_position.
+    ctx = int(round(float(np.mean(prompt + out)))) if prompt.size else None
     system, info = build_system(design, model, sim_model, library=library, seed=pseed, placement=opt.placement,
                                 hop_latency_s=opt.hop_latency_s,
-                                placement_preset="paper" if opt.paper_preset else "clean")
-    wname, arr, prompt, out, horizon = resolve_requests(workload, seed, opt)
+                                placement_preset="paper" if opt.paper_preset else "clean", context_tokens=ctx)
     if opt.horizon_s is None and horizon is not None:
         opt = opt.with_(horizon_s=float(horizon))
     res = run_system(
