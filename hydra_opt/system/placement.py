@@ -380,7 +380,11 @@ def split_memories(problem: PlacementProblem, *, split: str = "capacity", weight
     if split == "traffic":
         t_m, t_a = family_traffic_bytes(problem, "mamba"), family_traffic_bytes(problem, "attention")
     for n_m in range(lo, hi + 1):
-        fits = _weight_map_fits(problem, n_m, weights)
+        try:
+            wmap = _cp_weight_map(problem, n_m, weights)
+            fits = max(_mem_bytes(problem, wmap), default=0.0) <= problem.mem_capacity_bytes
+        except PlacementError:
+            wmap, fits = None, False
         if split == "traffic":
             # Bandwidth balance: the most loaded group's bytes per memory per pass, lowest first (Eq. 1's
             # capacity concurrency must still admit a full batch; then it breaks ties).
@@ -389,7 +393,7 @@ def split_memories(problem: PlacementProblem, *, split: str = "capacity", weight
             worst = max(t_m / n_m, t_a / (m - n_m))
             if weights == "traffic" and fits:
                 # The busiest memory of the weight map actually produced (T_f/N_f is only its lower bound).
-                worst = max(mem_pass_bytes(problem, _cp_weight_map(problem, n_m, weights)))
+                worst = max(mem_pass_bytes(problem, wmap))
             key = (fits, admits, -worst, min(r_m, r_a), n_m)
         else:
             r_m, r_a = group_concurrency(problem, n_m, split=split)
@@ -631,14 +635,6 @@ def _mem_bytes(problem: PlacementProblem, wmap: Sequence[int]) -> list[float]:
     for b, m in zip(problem.blocks, wmap):
         out[m] += b.weight_bytes
     return out
-
-
-def _weight_map_fits(problem: PlacementProblem, n_m: int, weights: str) -> bool:
-    try:
-        wmap = _cp_weight_map(problem, n_m, weights)
-    except PlacementError:
-        return False
-    return max(_mem_bytes(problem, wmap), default=0.0) <= problem.mem_capacity_bytes
 
 
 # ---------------------------------------------------------------------------------------------------------------
