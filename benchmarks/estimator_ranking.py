@@ -224,7 +224,15 @@ def main(argv=None) -> int:
                     help="default: the 1 req/s workloads; overload: the hydra-* replays at 100 req/s (paper's load)")
     ap.add_argument("--policy", choices=sorted(POLICIES), default="static",
                     help="static: CP/static batching/static scheduling (paper Fig. 8); dynamic: continuous + elastic")
+    ap.add_argument("--sims-csv", default=None,
+                    help="simulation cache file (default: results/estimator_ranking_sims.csv); a separate file"
+                         " re-simulates after a simulator change without mixing old and new rows")
+    ap.add_argument("--out-suffix", default="",
+                    help="extra suffix of the report files (so a partial run does not overwrite the full report)")
     args = ap.parse_args(argv)
+    if args.sims_csv:
+        global SIM_CSV
+        SIM_CSV = Path(args.sims_csv)
     if args.workloads == "all":
         wls = [(m, d) for m in MODELS for d in DATASETS]
     else:
@@ -242,6 +250,7 @@ def main(argv=None) -> int:
             results.append(r)
             print(json.dumps({k: v for k, v in r.items() if k != "rows"}), flush=True)
     suffix = ("" if args.policy == "static" else f"_{args.policy}") + ("" if args.suite == "default" else "_overload")
+    suffix += args.out_suffix
     write_reports(results, suffix=suffix)
     return 0
 

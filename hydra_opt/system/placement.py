@@ -54,6 +54,7 @@ __all__ = [
     "PLACEMENT_POLICIES",
     "BlockSpec",
     "ComputeSpec",
+    "MemorySplit",
     "PlacedChiplet",
     "Placement",
     "PlacementError",
@@ -64,6 +65,7 @@ __all__ = [
     "group_concurrency",
     "mean_hops",
     "mem_pass_bytes",
+    "memory_split",
     "place",
     "place_problem",
     "placement_problem",
@@ -925,20 +927,89 @@ def place(
         **kwargs: Overrides of :func:`place_problem` options (``split``, ``ring``, ``cp_order``, ``weights``).
     """
     problem = placement_problem(design, model, library, context_tokens=context_tokens)
+    opts = _preset_options(design, preset)
+    opts.update(kwargs)
+    return place_problem(problem, design.placement, seed=seed, **opts)
+
+
+def _preset_options(design, preset: str) -> dict:
+    """:func:`place_problem` options of a placement preset (see :func:`place`)."""
     if preset == "paper":
-        opts = {
+        return {
             "split": "bandwidth",
             "ring": "artifact" if (design.grid_w, design.grid_h) == (6, 4) else "spread",
             "weights": "chunks",
             "cp_order": "sequential",
             "rr_types": _ARTIFACT_RR_TYPES,
         }
-    elif preset == "clean":
+    if preset == "clean":
         # Physically sound defaults: Eq. 1 as a constraint (a full batch must fit), then the split and the
         # weight map that balance bytes per memory per pass (every pass streams all weights through the HBM
         # interfaces; Eq. 2 is about distance, Eq. 1 about concurrency — neither sees interface load).
-        opts = {"split": "traffic", "weights": "traffic"}
-    else:
-        raise ValueError(f"unknown placement preset {preset!r}")
+        return {"split": "traffic", "weights": "traffic"}
+    raise ValueError(f"unknown placement preset {preset!r}")
+
+
+@dataclass(frozen=True)
+class MemorySplit:
+    """The memory side of a placement: groups and weight map, without placing compute chiplets.
+
+    Attributes:
+        mem_groups: Family group of each memory (as :attr:`Placement.mem_groups`).
+        weight_map: Memory index holding each block's weights (as :attr:`Placement.weight_map`).
+        mem_pass_bytes: Bytes each memory serves per pass of a full batch at the problem's context
+            (:func:`mem_pass_bytes`), bytes.
+    """
+
+    mem_groups: tuple[str, ...]
+    weight_map: tuple[int, ...]
+    mem_pass_bytes: tuple[float, ...]
+
+    def family_memories(self, family: str) -> int:
+        """Number of memories serving ``family`` (its group, plus ``shared``/``any`` memories)."""
+        return sum(1 for g in self.mem_groups if g in (family, "shared", "any"))
+
+
+def memory_split(
+    design, model, *, seed: int = 0, library=None, preset: str = "clean", context_tokens: int | None = None, **kwargs
+) -> MemorySplit:
+    """The memory groups and weight map :func:`place` would produce, without the compute step (Eq. 2).
+
+    Same arguments and result as ``place(...)`` restricted to :attr:`Placement.mem_groups` and
+    :attr:`Placement.weight_map` (the weight map does not depend on where compute chiplets go); for cheap
+    callers such as the analytical estimator. ``kwargs`` may override ``split`` and ``weights``.
+    """
+    problem = placement_problem(design, model, library, context_tokens=context_tokens)
+    opts = _preset_options(design, preset)
     opts.update(kwargs)
-    return place_problem(problem, design.placement, seed=seed, **opts)
+    m = problem.n_mem
+    policy = design.placement
+    if policy not in PLACEMENT_POLICIES:
+        raise ValueError(f"placement policy must be one of {PLACEMENT_POLICIES}, got {policy!r}")
+    if m < 1:
+        raise PlacementError("no memory chiplet to hold the weights")
+    if policy == "cp":
+        n_m = split_memories(problem, split=opts["split"], weights=opts["weights"])
+        labels, _ = _groups(problem, n_m)
+        wmap = _cp_weight_map(problem, n_m, opts["weights"])
+    elif policy == "rr":
+        labels = ["any"] * m
+        wmap = [i % m for i in range(len(problem.blocks))]
+    else:
+        # Replays place_problem's random draws (compute permutation first, then one draw per block).
+        order = ring_order(problem.width, problem.height, opts.get("ring", "spread"))
+        n_free = problem.width * problem.height - len(order[:m])
+        rng = np.random.default_rng(seed)
+        labels = ["any"] * m
+        rng.permutation(n_free)
+        room = [problem.mem_capacity_bytes] * m
+        wmap = []
+        for b in problem.blocks:
+            for k in rng.permutation(m):
+                if room[int(k)] >= b.weight_bytes:
+                    break
+            else:
+                k = int(np.argmax(room))
+            room[int(k)] -= b.weight_bytes
+            wmap.append(int(k))
+    return MemorySplit(tuple(labels), tuple(int(x) for x in wmap), tuple(mem_pass_bytes(problem, wmap)))

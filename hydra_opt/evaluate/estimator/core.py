@@ -18,7 +18,7 @@ Pipeline of one estimate (docs/estimator.md has the derivations):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -48,6 +48,9 @@ class Prepared:
         window_s: Measurement window ``(start, end)``, s.
         order_stats: ``B -> E[a-th largest decode-step count of B requests]`` for a = 1..B.
         ctx_cap_tok: Largest context a block attends to, tokens (None: unbounded).
+        context_mean_tok: Mean prompt + output tokens of the replayed requests (before the horizon cut), tokens:
+            the context the simulator's clean placement sizes KV and traffic for.
+        model: The model object (placement needs its blocks; None: load it by name).
     """
 
     model_name: str
@@ -67,6 +70,8 @@ class Prepared:
     grid_k: np.ndarray
     grid_emin: np.ndarray
     grid_cdf: np.ndarray
+    context_mean_tok: float | None = None
+    model: object = field(default=None, compare=False, repr=False)
 
     @property
     def n_blocks(self) -> int:
@@ -123,6 +128,8 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, war
     ot = np.maximum(np.asarray(reqs.output_tokens, dtype=np.float64), 1.0)
     if n_requests is not None:
         arr, pt, ot = arr[:n_requests], pt[:n_requests], ot[:n_requests]
+    # The simulator's placement context: mean of max(prompt, 1) + max(output, 1) over the replayed requests.
+    ctx_mean = float(np.mean(np.maximum(pt, 1.0) + ot)) if pt.size else None
     if horizon:
         keep = arr <= float(horizon)
         if keep.sum() >= 2:
@@ -162,6 +169,8 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, war
         grid_k=grid_k,
         grid_emin=grid_emin,
         grid_cdf=fluid.cdf_on(stats.steps, grid_k),
+        context_mean_tok=ctx_mean,
+        model=model,
     )
     _PREP_CACHE[key] = prep
     return prep
@@ -419,7 +428,7 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
     # Memory traffic per family group: hybrid models split the memories into a Mamba and an attention group
     # (HYDRA Eq. 1, the placement's rule), and each family's weights/KV/state stream only from its group. The
     # binding group sets the cap: express it as an equivalent byte count against the total deliverable bandwidth.
-    groups = family_memory_groups(design, prep, n_mem)
+    groups = family_memory_groups(design, prep, n_mem, preset=opts.placement_preset, library=lib)
     fams = np.array(prep.families)
 
     def eff_bytes(per_block: np.ndarray) -> float:
@@ -490,25 +499,42 @@ def _lending_gain(prep: Prepared, chips: list, counts: list, tables: list, opts:
 _GROUP_CACHE: dict = {}
 
 
-def family_memory_groups(design, prep: Prepared, n_mem: int) -> dict[str, float]:
-    """Memories serving each block family: all of them for a pure model; for a hybrid the placement's split
-    (``hydra_opt.system.placement.split_memories``, HYDRA Eq. 1), cached per (model, memories, memory type, B)."""
+def family_memory_groups(design, prep: Prepared, n_mem: int, *, preset: str = "clean", library=None) -> dict[str, float]:
+    """Memories each block family streams from, as the simulator's placement lays the weights out.
+
+    All of them for a pure model. For a hybrid, the memories holding the family's blocks in the weight map of
+    ``hydra_opt.system.placement.memory_split`` called as the simulator calls ``place``: the ``clean`` preset at
+    the workload's mean prompt + output context (traffic-balanced Mamba/attention split for ``cp``,
+    docs/noi_placement.md), the ``paper`` preset at the model's ``max_position``; ``rr``/``random`` make no
+    groups but may still leave a family on fewer memories (``rr`` with 2 memories puts every attention block of
+    Nemotron-H on one). ``random`` uses the simulator's default placement seed 0. Cached by what decides the
+    weight map (model, precision, memories, memory type, B, policy, preset, context, grid); compute counts do not.
+    """
     fams = sorted(set(prep.families))
     if len(fams) == 1 or n_mem < 2:
         return {f: float(max(n_mem, 1)) for f in fams}
-    key = (prep.model_name, prep.precision, int(n_mem), str(getattr(design, "memory", "")), int(design.max_batch),
-           float(getattr(design, "slot_area_mm2", 144.0)))
+    policy = str(design.placement)
+    ctx = None
+    if preset != "paper" and prep.context_mean_tok:
+        ctx = round(prep.context_mean_tok)
+    prec = str(getattr(design, "precision", prep.precision))
+    key = (prep.model_name, prec, int(n_mem), str(getattr(design, "memory", "")), int(design.max_batch), policy,
+           preset, ctx, int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4)))
     hit = _GROUP_CACHE.get(key)
     if hit is None:
         try:
-            from hydra_opt.system.placement import placement_problem, split_memories
-            from hydra_opt.workload.models import load_model
+            from hydra_opt.system.placement import memory_split
 
-            n_m = int(split_memories(placement_problem(design, load_model(prep.model_name))))
-        except Exception:  # noqa: BLE001 - placement unavailable for this design: share all memories
-            n_m = n_mem // 2
-        n_m = min(max(n_m, 1), n_mem - 1)
-        hit = {"mamba": float(n_m), "attention": float(n_mem - n_m)}
+            model = prep.model
+            if model is None or not hasattr(model, "block_weight_bytes"):
+                from hydra_opt.workload.models import load_model
+
+                model = load_model(prep.model_name)
+            wmap = memory_split(design, model, library=library, preset=preset, context_tokens=ctx).weight_map
+            hit = {f: float(len({m for m, g in zip(wmap, prep.families) if g == f})) for f in fams}
+        except Exception:  # noqa: BLE001 - placement unavailable for this design: split evenly (cp) or share
+            n_m = min(max(n_mem // 2, 1), n_mem - 1) if policy == "cp" else n_mem
+            hit = {"mamba": float(n_m), "attention": float(n_mem - n_m if policy == "cp" else n_mem)}
         _GROUP_CACHE[key] = hit
     return hit
 

@@ -32,6 +32,8 @@ class EstimatorOptions:
         warmup_frac: Fraction of the arrival span excluded at the start of the window (the simulator's 0.1).
         ttft_from: ``"arrival"`` (default: includes queueing before admission) or ``"batch_start"`` (the HYDRA
             artifact's definition).
+        placement_preset: Placement preset whose memory groups the estimator assumes, as the simulator's
+            (``"clean"``: ``SimOptions()``; ``"paper"``: ``SimOptions.paper()``).
     """
 
     n_samples: int = 4000
@@ -46,6 +48,11 @@ class EstimatorOptions:
     horizon_s: float | None = None
     warmup_frac: float = 0.1
     ttft_from: str = "arrival"
+    placement_preset: str = "clean"
+
+    def __post_init__(self) -> None:
+        if self.placement_preset not in ("clean", "paper"):
+            raise ValueError(f"placement_preset must be 'clean' or 'paper', got {self.placement_preset!r}")
 
 
 @dataclass(frozen=True)

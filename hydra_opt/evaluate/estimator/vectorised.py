@@ -40,7 +40,8 @@ def _inputs_many(designs: Sequence, prep: core.Prepared, opts: EstimatorOptions,
     cache: dict = {}
     for r, d in enumerate(designs):
         key = (tuple(core._counts(d)), str(d.scheduler), float(d.d2d_bw_gbps), int(d.max_batch), str(d.batching), str(d.memory), int(d.n_mem),
-               float(getattr(d, "slot_area_mm2", 144.0)), int(getattr(d, "grid_w", 6)), int(getattr(d, "grid_h", 4)))
+               float(getattr(d, "slot_area_mm2", 144.0)), int(getattr(d, "grid_w", 6)), int(getattr(d, "grid_h", 4)),
+               str(d.placement), str(getattr(d, "precision", "")))  # placement policy decides the memory groups
         one = cache.get(key)
         if one is None:
             one = core.design_inputs(d, prep, opts, library=lib)
