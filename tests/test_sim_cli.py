@@ -77,3 +77,21 @@ def test_paper_preset_and_option_errors():
         SimOptions(sharing="fast")
     with pytest.raises(ConfigError):
         SimOptions(horizon_s=0)
+
+
+def test_all_zero_run_explains_itself() -> None:
+    """A static batch that never fills produces no token; the summary says why instead of printing bare zeros."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    design = root / "studies" / "designs" / "fig10-nemotron-h-4b-chat-mt-cp.yaml"
+    r = subprocess.run(
+        [sys.executable, "-m", "hydra_opt", "simulate", "--design", str(design), "--model", "nemotron-h-4b",
+         "--workload", "chat", "--seconds", "5", "--max-batch", "64"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "emitted 0" in r.stdout
+    assert "note: no token was produced" in r.stdout

@@ -88,6 +88,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(res.to_dict(), indent=1, sort_keys=True, allow_nan=False))
     else:
         print(res.summary())
+        if res.tokens_emitted == 0 and res.queued_requests > 0:
+            # A silent all-zero run is the commonest surprise: static batches start only when full.
+            print(f"note: no token was produced; {res.queued_requests} request(s) are still queued. A static batch "
+                  "starts only when max_batch requests are waiting: raise --seconds, use a faster-arriving "
+                  "workload, lower --max-batch, or try --batching continuous.")
         if args.trace_out:
             print(f"per-request metrics written to {args.trace_out}")
     return 0
