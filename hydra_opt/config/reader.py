@@ -17,7 +17,7 @@ import yaml
 
 from hydra_opt.config.errors import ConfigError
 
-__all__ = ["Node", "load_yaml", "MISSING"]
+__all__ = ["Node", "load_yaml", "read_input_bytes", "MISSING"]
 
 MISSING: Any = object()
 
@@ -46,6 +46,24 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def read_input_bytes(path: Path, name: str, max_bytes: int) -> bytes:
+    """The bytes of a user-given input file, refusing a missing path, a non-file or one over ``max_bytes``.
+
+    Args:
+        path: The file to read.
+        name: How to name the file in messages.
+        max_bytes: Largest accepted size (a mistaken path to a huge binary is refused before reading).
+    """
+    if not path.exists():
+        raise ConfigError("does not exist", file=name)
+    if not path.is_file():
+        raise ConfigError("is not a regular file", file=name)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ConfigError(f"is {size} bytes; at most {max_bytes} allowed", file=name)
+    return path.read_bytes()
+
+
 def load_yaml(path: str | os.PathLike[str], *, display: str | None = None) -> Node:
     """Read a YAML file into a :class:`Node`, with clear errors for unreadable or malformed files.
 
@@ -54,15 +72,7 @@ def load_yaml(path: str | os.PathLike[str], *, display: str | None = None) -> No
         display: How to name the file in messages (default: the path as given).
     """
     name = display or str(path)
-    p = Path(path)
-    if not p.exists():
-        raise ConfigError("does not exist", file=name)
-    if not p.is_file():
-        raise ConfigError("is not a regular file", file=name)
-    size = p.stat().st_size
-    if size > MAX_YAML_BYTES:
-        raise ConfigError(f"is {size} bytes; at most {MAX_YAML_BYTES} allowed", file=name)
-    raw = p.read_bytes()
+    raw = read_input_bytes(Path(path), name, MAX_YAML_BYTES)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from hydra_opt.config.errors import ConfigError
+from hydra_opt.config.reader import read_input_bytes
 
 __all__ = ["Trace", "load_trace", "TRACE_FORMATS"]
 
@@ -77,14 +78,7 @@ def _err(path: str, line: int, column: str | None, value: object, problem: str) 
 
 
 def _read_text(path: Path, name: str) -> str:
-    if not path.exists():
-        raise ConfigError("does not exist", file=name)
-    if not path.is_file():
-        raise ConfigError("is not a regular file", file=name)
-    size = path.stat().st_size
-    if size > MAX_TRACE_BYTES:
-        raise ConfigError(f"is {size} bytes; at most {MAX_TRACE_BYTES} allowed", file=name)
-    raw = path.read_bytes()
+    raw = read_input_bytes(path, name, MAX_TRACE_BYTES)
     if b"\x00" in raw[:65536]:
         raise ConfigError("contains NUL bytes: a binary file, not a CSV/JSONL trace", file=name)
     try:
