@@ -1,5 +1,6 @@
 """``python -m hydra_opt report`` — a study's Pareto front as CSV, HTML/PNG plots and a markdown summary;
-``--export-design TRIAL`` writes one trial's design YAML (accepted by ``python -m hydra_opt simulate``)."""
+``--export-design TRIAL`` writes one trial's design YAML (accepted by ``python -m hydra_opt simulate``);
+``--reproduce`` runs the paper-reproduction experiments and writes ``reproduction.md`` (issue 8)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,31 @@ def register(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--study-name", metavar="N", help="study name")
     p.add_argument("--out", metavar="DIR", help="output folder (default: report_<study name>)")
     p.add_argument("--export-design", metavar="TRIAL", help="write this trial's design YAML instead of a report")
+    g = p.add_argument_group("paper reproduction (docs/reproduction.md; no storage needed)")
+    g.add_argument("--reproduce", action="store_true",
+                   help="run the HYDRA/DynaCore reproduction experiments, write DIR/reproduction.md + DIR/reproduction/")
+    g.add_argument("--quick", action="store_true", help="quick mode (short horizons; each experiment <= ~2 min)")
+    g.add_argument("--only", metavar="KEY[,KEY]", help="run only these experiments (others are re-rendered from JSON)")
+    g.add_argument("--from-results", action="store_true", help="run nothing; re-render from the stored JSON")
+    g.add_argument("--seed", type=int, default=0, help="seed of every experiment (default 0)")
     return p
+
+
+def _run_reproduce(args: argparse.Namespace) -> int:
+    from hydra_opt.dse.reproduce import parse_only, run_reproduction
+
+    if args.study_file or args.storage or args.study_name or args.export_design is not None:
+        raise ConfigError("cannot be combined with a study file, --storage, --study-name or --export-design",
+                          file="<cli>", key="--reproduce")
+    parse_only(args.only)  # bad key -> ConfigError before anything runs
+    out = Path(args.out) if args.out else Path("docs")
+    if "\x00" in str(out):
+        raise ConfigError("is not a path", file="<cli>", key="--out")
+    failures: list[str] = []
+    md = run_reproduction(out, quick=args.quick, only=args.only, from_results=args.from_results, seed=args.seed,
+                          failures=failures)
+    print(f"wrote {md}")
+    return 1 if failures else 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
     from hydra_opt.dse.storages import check_url, redact_url
     from hydra_opt.dse.study import load_study_spec, load_study_by_name
 
+    if getattr(args, "reproduce", False):
+        return _run_reproduce(args)
+    for flag, on in (("--quick", args.quick), ("--only", args.only is not None), ("--from-results", args.from_results)):
+        if on:
+            raise ConfigError("needs --reproduce", file="<cli>", key=flag)
     storage, name = args.storage, args.study_name
     if args.study_file:
         spec = load_study_spec(args.study_file)
