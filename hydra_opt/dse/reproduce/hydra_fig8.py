@@ -1,0 +1,433 @@
+"""HYDRA Fig. 8 / §VI-B: estimator-selected Pareto points vs an exhaustive front, B* and M_T, and hydra_opt's
+simulation of the artifact's published fronts (issue 8 item 1).
+
+Per workload (model × dataset; the study files ``studies/paper/fig8_{llama3,mamba2,nemotron_h}.yaml``: HYDRA
+artifact model shapes, the ``hydra-*`` replays, CP placement, static batching and scheduling, ``SimOptions.paper``
+with a shortened horizon):
+
+1. the vectorised estimator screens the enumerated Table III space (full mode: every design; quick mode: a
+   stratified subset) and proposes ``k`` designs along its estimated front, always including its estimated B* and
+   M_T (:func:`hydra_opt.dse.reproduce.fronts.select_candidates`);
+2. a stratified sample S of the screened designs (round-robin over batch × D2D bandwidth × HBM-count strata) is
+   simulated; the *reference* ("exhaustive") front is the front of every simulated design, S ∪ candidates — the
+   documented sub-space that stands in for the paper's exhaustive sweep, which this machine cannot afford;
+3. B* and M_T (HYDRA §VI-B; the B* throughput floor = the mean simulated throughput of S, an unbiased estimate of
+   the design-space average) of the reference set and of the simulated candidates; the estimator's gap =
+   1 − TP(candidates' B*) / TP(reference B*), the same for M_T (paper, Nemotron-H-LW: 8 % and 12 %).
+
+Artifact comparison (Llama-3, Mamba-2): designs of the published fronts
+(``/work/shared/reference/hydra_artifact/pareto_fronts``) are simulated with hydra_opt under ``SimOptions.paper``;
+Spearman's ρ of throughput (and TTFT) between the published and our values over those designs, and whether the
+published B*/M_T (recomputed on the simulated subset) stay B*/M_T with our numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hydra_opt.dse.reproduce.common import Row, Section
+from hydra_opt.dse.reproduce.fronts import (
+    artifact_front_path,
+    bstar_mt,
+    front_mask,
+    load_artifact_front,
+    pick_along_front,
+    select_candidates,
+    simulate_cached,
+    spearman,
+    stratified_sample,
+)
+
+__all__ = ["run", "QUICK", "FULL", "PAPER", "STUDIES", "WorkloadResult", "run_workload", "compare_artifact"]
+
+ROOT = Path(__file__).resolve().parents[3]
+#: Study file per model key (model, space, simulate/estimate options).
+STUDIES = {key: ROOT / "studies" / "paper" / f"fig8_{key}.yaml" for key in ("llama3", "mamba2", "nemotron_h")}
+DATASETS = ("hydra-arxiv", "hydra-bwb", "hydra-chat", "hydra-longwriter")
+
+#: Paper values (HYDRA §VI-B "Accuracy of the Markov-based performance estimator", Fig. 8; §VI-B Methodology).
+PAPER = {
+    "nemotron_lw_bstar_gap_pct": 8.0,   # "in the Nemotron-H–LW workload, B* exhibits a 8% throughput gap"
+    "nemotron_lw_mt_gap_pct": 12.0,     # "the throughput of M_T deviates by approximately 12%"
+    "reduction_min_x": 2520.0,          # "reducing the number of simulated design points by 2520–8520×"
+    "reduction_max_x": 8520.0,
+}
+
+#: Quick mode (≤ ~2 min here): 2 workloads, 400 screened designs, 8 stratified + 4 estimator picks, 10 s runs;
+#: the artifact comparison on Llama-3 CHAT with 6 published designs, 10 simulated s.
+QUICK: dict[str, Any] = dict(
+    workloads=(("nemotron_h", "hydra-longwriter"), ("llama3", "hydra-chat")),
+    screen=400, n_strat=8, k=4, horizon_s=10.0,
+    artifact=(("llama3", "hydra-chat"),), artifact_designs=6, artifact_horizon_s=10.0,
+)
+#: Full mode: all 12 workloads, the whole space screened, 24 stratified + 8 picks, 20 s runs; every published
+#: front file (Llama-3, Mamba-2 × 4) with up to 6 designs at the artifact's 100 s.
+FULL: dict[str, Any] = dict(
+    workloads=tuple((m, d) for m in ("llama3", "mamba2", "nemotron_h") for d in DATASETS),
+    screen=None, n_strat=24, k=8, horizon_s=20.0,
+    artifact=tuple((m, d) for m in ("llama3", "mamba2") for d in DATASETS), artifact_designs=6,
+    artifact_horizon_s=100.0,
+)
+
+_SHORT = {"hydra-arxiv": "ARXIV", "hydra-bwb": "BWB", "hydra-chat": "CHAT", "hydra-longwriter": "LW"}
+_MODEL_LABEL = {"llama3": "Llama-3", "mamba2": "Mamba-2", "nemotron_h": "Nemotron-H"}
+
+
+def _evaluator(spec: Any, horizon_s: float) -> Any:
+    """The study's evaluator with the horizon overridden (estimator window = whole run, as the paper preset)."""
+    from hydra_opt.dse.evaluators import HydraEvaluator
+
+    sim = dict(spec.simulate_options or {})
+    sim["horizon_s"] = float(horizon_s)
+    est = dict(spec.estimate_options or {})
+    est.update(horizon_s=float(horizon_s), window_s=(0.0, float(horizon_s)))
+    return HydraEvaluator(estimate_options=est, simulate_options=sim, file=spec.file)
+
+
+@dataclasses.dataclass
+class WorkloadResult:
+    """Everything measured on one workload (values in tok/s and s; indices into ``designs``)."""
+
+    model_key: str
+    model: str
+    workload: str
+    n_space: int
+    n_screened: int
+    est_wall_s: float
+    sim_wall_s: float
+    designs: list[dict[str, Any]]
+    est_tp: np.ndarray
+    est_ttft: np.ndarray
+    strat: list[int]
+    picks: list[int]
+    sim_tp: dict[int, float]
+    sim_ttft: dict[int, float]
+
+    @property
+    def label(self) -> str:
+        return f"{_MODEL_LABEL[self.model_key]}-{_SHORT.get(self.workload, self.workload)}"
+
+    def arrays(self, idx: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        return (np.array([self.sim_tp[i] for i in idx], dtype=float),
+                np.array([self.sim_ttft[i] for i in idx], dtype=float))
+
+    def summary(self) -> dict[str, Any]:
+        """Reference front, B*/M_T of the reference and of the estimator's picks, gaps (fractions)."""
+        ref_idx = sorted(set(self.strat) | set(self.picks))
+        tp, tt = self.arrays(ref_idx)
+        s_tp, _ = self.arrays(self.strat)
+        served = s_tp[np.isfinite(s_tp) & (s_tp > 0)]
+        floor = float(served.mean()) if served.size else None
+        mask = front_mask(tp, tt)
+        b, m = bstar_mt(tp, tt, mask, floor)
+        p_tp, p_tt = self.arrays(self.picks)
+        pb, pm = bstar_mt(p_tp, p_tt, None, floor)
+        out: dict[str, Any] = dict(workload=self.label, n_space=self.n_space, n_screened=self.n_screened,
+                                   n_sim=len(ref_idx), est_wall_s=self.est_wall_s, sim_wall_s=self.sim_wall_s,
+                                   front=int(mask.sum()), floor_tp=floor,
+                                   front_from_picks=int(sum(mask[j] for j, i in enumerate(ref_idx)
+                                                            if i in self.picks)))
+        if b < 0 or pb < 0:
+            out.update(bstar_gap=math.nan, mt_gap=math.nan)
+            return out
+        ref_b, ref_m = ref_idx[b], ref_idx[m]
+        pick_b, pick_m = self.picks[pb], self.picks[pm]
+        out.update(
+            ref_bstar=ref_b, ref_mt=ref_m, pick_bstar=pick_b, pick_mt=pick_m,
+            ref_bstar_tp=self.sim_tp[ref_b], ref_bstar_ttft=self.sim_ttft[ref_b],
+            ref_mt_tp=self.sim_tp[ref_m], ref_mt_ttft=self.sim_ttft[ref_m],
+            pick_bstar_tp=self.sim_tp[pick_b], pick_bstar_ttft=self.sim_ttft[pick_b],
+            pick_mt_tp=self.sim_tp[pick_m], pick_mt_ttft=self.sim_ttft[pick_m],
+            bstar_gap=1.0 - self.sim_tp[pick_b] / self.sim_tp[ref_b],
+            mt_gap=1.0 - self.sim_tp[pick_m] / self.sim_tp[ref_m],
+            bstar_same=pick_b == ref_b, mt_same=pick_m == ref_m,
+            # Estimate vs simulation of the designs the estimator itself calls B* and M_T.
+            est_bstar_err=self.est_tp[pick_b] / self.sim_tp[pick_b] - 1.0 if self.sim_tp[pick_b] > 0 else math.nan,
+            est_mt_err=self.est_tp[pick_m] / self.sim_tp[pick_m] - 1.0 if self.sim_tp[pick_m] > 0 else math.nan,
+        )
+        return out
+
+
+def run_workload(model_key: str, workload: str, *, screen: int | None, n_strat: int, k: int, horizon_s: float,
+                 seed: int = 0, log=print) -> WorkloadResult:
+    """Screen, select, simulate one (model, workload) pair (module docstring, steps 1–2)."""
+    from hydra_opt.dse.exhaustive import run_exhaustive
+    from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
+    from hydra_opt.dse.study import load_study_spec
+
+    spec = load_study_spec(STUDIES[model_key])
+    model = spec.pairs[0][0]
+    ev = _evaluator(spec, horizon_s)
+    space = list(spec.space.enumerate())
+    screened = [space[i] for i in stratified_sample(space, screen, seed)] if screen else space
+    res = run_exhaustive(screened, [(model, workload)], DEFAULT_OBJECTIVES, ev, simulate=0)
+    est_tp = np.where(res.feasible, res.est["throughput_tok_s"], np.nan)
+    est_tt = np.where(res.feasible, res.est["ttft_s"], np.nan)
+    feasible = np.flatnonzero(res.feasible)
+    strat = [int(feasible[j]) for j in stratified_sample([screened[i] for i in feasible], n_strat, seed + 1)]
+    picks = select_candidates(est_tp, est_tt, k)
+    sim_tp: dict[int, float] = {}
+    sim_tt: dict[int, float] = {}
+    sim_wall = 0.0
+    for i in sorted(set(strat) | set(picks)):
+        metrics, wall = simulate_cached(ev, screened[i], model, workload)
+        sim_tp[i] = float(metrics.get("throughput_tok_s", math.nan))
+        sim_tt[i] = float(metrics.get("ttft_mean_s", math.nan))
+        sim_wall += wall
+    log(f"[hydra_fig8] {model} {workload}: screened {len(screened)} in {res.est_wall_s:.1f} s, "
+        f"simulated {len(sim_tp)} in {sim_wall:.1f} s")
+    return WorkloadResult(model_key, model, workload, len(space), len(screened), res.est_wall_s, sim_wall, screened,
+                          est_tp, est_tt, strat, picks, sim_tp, sim_tt)
+
+
+def compare_artifact(model_key: str, workload: str, *, n_designs: int, horizon_s: float,
+                     log=print) -> dict[str, Any] | None:
+    """Simulate up to ``n_designs`` of the published front (spread along it, published B* and M_T included)."""
+    from hydra_opt.dse.study import load_study_spec
+
+    spec = load_study_spec(STUDIES[model_key])
+    model = spec.pairs[0][0]
+    path = artifact_front_path(model, workload)
+    if path is None or not path.exists():
+        return None
+    pts = load_artifact_front(path)
+    ptp = np.array([p.throughput_tok_s for p in pts])
+    ptt = np.array([p.ttft_s for p in pts])
+    pb, pm = bstar_mt(ptp, ptt)
+    chosen = sorted({pb, pm} | set(pick_along_front(ptp, ptt, np.arange(len(pts)), max(n_designs - 1, 1))))
+    chosen = [i for i in chosen if i >= 0]
+    ev = _evaluator(spec, horizon_s)
+    ours_tp, ours_tt, wall = [], [], 0.0
+    for i in chosen:
+        metrics, w = simulate_cached(ev, pts[i].design, model, workload)
+        ours_tp.append(float(metrics.get("throughput_tok_s", math.nan)))
+        ours_tt.append(float(metrics.get("ttft_mean_s", math.nan)))
+        wall += w
+    ours_tp_a, ours_tt_a = np.array(ours_tp), np.array(ours_tt)
+    sub_tp, sub_tt = ptp[chosen], ptt[chosen]
+    # B*/M_T recomputed on the simulated subset, once with the published numbers and once with ours.
+    sb, sm = bstar_mt(sub_tp, sub_tt, np.ones(len(chosen), dtype=bool))
+    ob, om = bstar_mt(ours_tp_a, ours_tt_a, np.ones(len(chosen), dtype=bool))
+    ratio = ours_tp_a / sub_tp
+    log(f"[hydra_fig8] artifact {model} {workload}: {len(chosen)} of {len(pts)} published front designs "
+        f"simulated in {wall:.1f} s")
+    return dict(
+        file=path.name, tag=f"{_MODEL_LABEL[model_key]}-{_SHORT[workload]}", n_front=len(pts), n=len(chosen),
+        wall_s=wall, horizon_s=horizon_s, labels=[pts[i].label for i in chosen],
+        published_tp=sub_tp.tolist(), published_ttft=sub_tt.tolist(), ours_tp=ours_tp, ours_ttft=ours_tt,
+        rho_tp=spearman(sub_tp, ours_tp_a), rho_ttft=spearman(sub_tt, ours_tt_a),
+        mt_same=bool(sm == om), bstar_same=bool(sb == ob),
+        pub_mt=chosen[sm], pub_bstar=chosen[sb], pub_mt_tp=float(sub_tp[sm]), ours_at_pub_mt_tp=float(ours_tp_a[sm]),
+        pub_bstar_ttft=float(sub_tt[sb]), ours_at_pub_bstar_ttft=float(ours_tt_a[sb]),
+        median_tp_ratio=float(np.nanmedian(ratio)) if np.isfinite(ratio).any() else math.nan,
+        zero_tp=int(np.sum(~(ours_tp_a > 0))),
+    )
+
+
+def _pct(x: float) -> float:
+    return 100.0 * x if x is not None and math.isfinite(x) else math.nan
+
+
+def _plot(results: list[WorkloadResult], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(results)
+    cols = min(4, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, r in zip(axes.flat, results):
+        s = r.summary()
+        ref_idx = sorted(set(r.strat) | set(r.picks))
+        tp, tt = r.arrays(ref_idx)
+        ok = np.isfinite(tp) & np.isfinite(tt) & (tp > 0)
+        ax.scatter(tt[ok], tp[ok], s=12, c="0.7", label="simulated (stratified)")
+        mask = front_mask(tp, tt)
+        order = np.argsort(tt[mask])
+        ax.plot(tt[mask][order], tp[mask][order], "r-o", ms=3, lw=1, label="reference front")
+        ptp, ptt = r.arrays(r.picks)
+        pok = np.isfinite(ptp) & np.isfinite(ptt) & (ptp > 0)
+        ax.scatter(ptt[pok], ptp[pok], s=22, c="tab:blue", label="estimator picks (simulated)")
+        etp, ett = r.est_tp[r.picks], r.est_ttft[r.picks]
+        eok = np.isfinite(etp) & np.isfinite(ett) & (etp > 0)
+        ax.scatter(ett[eok], etp[eok], s=22, facecolors="none", edgecolors="tab:blue", label="their estimates")
+        for key, mk in (("ref_bstar", "*"), ("ref_mt", "^")):
+            if key in s:
+                i = s[key]
+                ax.scatter([r.sim_ttft[i]], [r.sim_tp[i]], marker=mk, s=120, c="red", zorder=5)
+        for key, mk in (("pick_bstar", "*"), ("pick_mt", "^")):
+            if key in s:
+                i = s[key]
+                ax.scatter([r.sim_ttft[i]], [r.sim_tp[i]], marker=mk, s=60, c="tab:blue", zorder=6)
+        ax.set_title(r.label, fontsize=9)
+        ax.set_xlabel("TTFT [s]", fontsize=8)
+        ax.set_ylabel("throughput [tok/s]", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=6, loc="lower right")
+    fig.suptitle("HYDRA Fig. 8 with hydra_opt: reference front (red; ★ B*, ▲ M_T) vs estimator picks (blue)",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_artifact(arts: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+    for a in arts:
+        axes[0].scatter(a["published_tp"], a["ours_tp"], s=14, label=a["tag"])
+        axes[1].scatter(a["published_ttft"], a["ours_ttft"], s=14, label=a["tag"])
+    for ax, name in zip(axes, ("throughput [tok/s]", "TTFT [s]")):
+        lo, hi = ax.get_xlim()
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+        ax.set_xlabel(f"artifact (published) {name}", fontsize=8)
+        ax.set_ylabel(f"hydra_opt (paper preset) {name}", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0].legend(fontsize=6)
+    fig.suptitle("Published Fig. 8 front designs re-simulated by hydra_opt", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _fmt(x: Any, nd: int = 1) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, **overrides: Any) -> Section:
+    """Run the Fig. 8 reproduction (``overrides`` replace entries of :data:`QUICK` / :data:`FULL`)."""
+    t0 = time.perf_counter()
+    cfg = dict(QUICK if quick else FULL)
+    cfg.update(overrides)
+    fig_dir = Path(fig_dir)
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    results = [run_workload(m, w, screen=cfg["screen"], n_strat=cfg["n_strat"], k=cfg["k"],
+                            horizon_s=cfg["horizon_s"], seed=seed, log=log) for m, w in cfg["workloads"]]
+    arts = [a for a in (compare_artifact(m, w, n_designs=cfg["artifact_designs"],
+                                         horizon_s=cfg["artifact_horizon_s"], log=log)
+                        for m, w in cfg["artifact"]) if a is not None]
+    sums = [r.summary() for r in results]
+    figures = []
+    if results:
+        _plot(results, fig_dir / "hydra_fig8.png")
+        figures.append("hydra_fig8.png")
+    if arts:
+        _plot_artifact(arts, fig_dir / "hydra_fig8_artifact.png")
+        figures.append("hydra_fig8_artifact.png")
+
+    rows: list[Row] = []
+    h = cfg["horizon_s"]
+    for s, r in zip(sums, results):
+        if r.label == "Nemotron-H-LW":
+            for key, name in (("bstar", "B*"), ("mt", "M_T")):
+                ours = _pct(s.get(f"{key}_gap", math.nan))
+                paper = PAPER[f"nemotron_lw_{key}_gap_pct"]
+                comment = (f"gap = 1 − TP(B*/M_T among the {len(r.picks)} simulated estimator picks) / TP(B*/M_T "
+                           f"of the {s['n_sim']}-design reference set), {h:.0f} s paper-preset runs")
+                if math.isfinite(ours) and abs(ours - paper) > 0.25 * paper:
+                    comment += (f"; measured: the pick simulates at {_fmt(s.get(f'pick_{key}_tp'))} tok/s vs "
+                                f"{_fmt(s.get(f'ref_{key}_tp'))} tok/s for the reference "
+                                f"{'(same design)' if s.get(f'{key}_same') else '(a different design)'}, and the "
+                                f"estimate of the estimator's own {name} is off by "
+                                f"{_fmt(_pct(s.get(f'est_{key}_err', math.nan)), 0)} %; the reference is a "
+                                f"{s['n_sim']}-design sub-space, not the paper's exhaustive sweep")
+                rows.append(Row(f"{name} throughput gap, Nemotron-H-LW (Fig. 8)", paper, ours, "%", comment))
+    for s in sums:
+        rows.append(Row(f"M_T recovery {s['workload']} (TP of picks' M_T / reference M_T)", None,
+                        _pct(1.0 - s["mt_gap"]) if math.isfinite(s["mt_gap"]) else None, "%",
+                        f"{s['front_from_picks']} of {s['front']} reference-front designs are estimator picks"))
+    if sums:
+        red = [s["n_screened"] / max(1, len(r.picks)) for s, r in zip(sums, results)]
+        note = (f"screened designs / simulated estimator picks ({cfg['k']} picks per workload); the paper simulates "
+                "only B* and M_T (2 designs: 5,040/2 = 2,520, 17,040/2 = 8,520)")
+        if quick:
+            note += "; quick mode screens only a 400-design stratified subset"
+        rows.append(Row("simulation reduction vs exhaustive, smallest (§VI-B)", PAPER["reduction_min_x"], min(red),
+                        "x", note))
+        rows.append(Row("simulation reduction vs exhaustive, largest (§VI-B)", PAPER["reduction_max_x"], max(red),
+                        "x", note))
+    for a in arts:
+        rows.append(Row(f"Spearman ρ throughput, published vs hydra_opt, {a['tag']} ({a['n']} front designs)", None,
+                        a["rho_tp"], "", f"ρ TTFT {_fmt(a['rho_ttft'], 2)}; M_T {'same' if a['mt_same'] else 'different'}, "
+                                         f"B* {'same' if a['bstar_same'] else 'different'} on this subset"))
+        ratio = a["ours_at_pub_mt_tp"] / a["pub_mt_tp"] if a["pub_mt_tp"] else math.nan
+        comment = f"the published M_T design simulated by hydra_opt ({a['horizon_s']:.0f} s paper preset)"
+        if math.isfinite(ratio) and abs(ratio - 1) > 0.25:
+            comment += (f"; measured: median hydra_opt/published throughput over the {a['n']} designs = "
+                        f"{a['median_tp_ratio']:.2f} (ρ {_fmt(a['rho_tp'], 2)}), so the offset is "
+                        f"{'systematic' if abs(a['median_tp_ratio'] - ratio) < 0.15 else 'design-specific'}")
+            if a["horizon_s"] < 100:
+                comment += (f"; this run covers {a['horizon_s']:.0f} s of the artifact's 100 s, and whole-run "
+                            "throughput includes the start-up ramp")
+            else:
+                comment += ("; the paper preset deliberately omits the artifact's reserved per-task NoI bandwidth, "
+                            "first-request batch costing and half-rate FC layers (docs/simulator.md)")
+        rows.append(Row(f"M_T throughput of the published M_T design, {a['tag']}", a["pub_mt_tp"],
+                        a["ours_at_pub_mt_tp"], "tok/s", comment))
+
+    strat_txt = "a 400-design stratified subset of" if quick else "every design of"
+    intro = (
+        f"Setup: HYDRA artifact model shapes (`*@hydra`), the paper's dataset replays (`hydra-*`: 10 ms fixed "
+        f"arrivals, 5,000 requests), CP placement, static batching and scheduling, `SimOptions.paper(horizon_s="
+        f"{h:.0f})` (the artifact runs 100 s; shortened for this machine's budget), estimator with the paper "
+        f"placement preset, TTFT from batch start and the whole run as its window. Studies: "
+        f"`studies/paper/fig8_{{llama3,mamba2,nemotron_h}}.yaml`. Per workload the vectorised estimator screens "
+        f"{strat_txt} the Table III space and proposes {cfg['k']} designs along its estimated front (its B* and M_T "
+        f"first). The **reference front** (standing in for the paper's exhaustive sweep) is the simulated front of "
+        f"a documented sub-space: {cfg['n_strat']} designs sampled round-robin over the batch × D2D × HBM-count "
+        f"strata (seed {seed + 1}) plus the estimator's picks. B* floor = mean simulated throughput of the "
+        f"stratified sample. Gap = 1 − TP(B* or M_T among the simulated picks) / TP(reference B* or M_T). "
+        f"The artifact comparison simulates up to {cfg['artifact_designs']} designs of each published front "
+        f"(spread along it, its B*/M_T included) for {cfg['artifact_horizon_s']:.0f} simulated s."
+    )
+    lines = ["| workload | screened | est. wall s | simulated | sim wall s | ref. front (picks) | ref B* TP/TTFT | "
+             "picks' B* TP/TTFT | ref M_T TP | picks' M_T TP | B* gap | M_T gap | est. err B*/M_T |",
+             "|---|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|---|"]
+    for s in sums:
+        lines.append(
+            f"| {s['workload']} | {s['n_screened']} of {s['n_space']} | {s['est_wall_s']:.1f} | {s['n_sim']} | "
+            f"{s['sim_wall_s']:.0f} | {s['front']} ({s['front_from_picks']}) | "
+            f"{_fmt(s.get('ref_bstar_tp'))} / {_fmt(s.get('ref_bstar_ttft'), 2)} | "
+            f"{_fmt(s.get('pick_bstar_tp'))} / {_fmt(s.get('pick_bstar_ttft'), 2)} | {_fmt(s.get('ref_mt_tp'))} | "
+            f"{_fmt(s.get('pick_mt_tp'))} | {_fmt(_pct(s['bstar_gap']))} % | {_fmt(_pct(s['mt_gap']))} % | "
+            f"{_fmt(_pct(s.get('est_bstar_err', math.nan)), 0)} % / {_fmt(_pct(s.get('est_mt_err', math.nan)), 0)} % |")
+    extra = ["Per workload (TP in tok/s, TTFT in s; *est. err* = estimate / simulation − 1 of the estimator's own "
+             "B* and M_T):", "", *lines, ""]
+    if arts:
+        extra += ["Published fronts re-simulated (throughput tok/s, TTFT s; published → hydra_opt):", "",
+                  "| front | designs | ρ TP | ρ TTFT | M_T same | B* same | median TP ratio | no tokens | wall s |",
+                  "|---|---:|---:|---:|---|---|---:|---:|---:|"]
+        for a in arts:
+            extra.append(f"| {a['tag']} | {a['n']} of {a['n_front']} | {_fmt(a['rho_tp'], 2)} | "
+                         f"{_fmt(a['rho_ttft'], 2)} | {_fmt(a['mt_same'])} | {_fmt(a['bstar_same'])} | "
+                         f"{_fmt(a['median_tp_ratio'], 2)} | {a['zero_tp']} | {a['wall_s']:.0f} |")
+        extra.append("")
+        for a in arts:
+            pairs = "; ".join(f"{lab}: {p:.0f}→{o:.0f} tok/s, {pt:.2f}→{ot:.2f} s" for lab, p, o, pt, ot in
+                              zip(a["labels"], a["published_tp"], a["ours_tp"], a["published_ttft"], a["ours_ttft"]))
+            extra.append(f"* {a['tag']}: {pairs}")
+        extra.append("")
+    wall = time.perf_counter() - t0
+    extra.append(f"Wall time: {wall:.0f} s ({'quick' if quick else 'full'} mode).")
+    return Section(key="hydra_fig8", title="HYDRA Fig. 8 / §VI-B — estimator-selected vs exhaustive Pareto fronts",
+                   intro_md=intro, rows=rows, figures=figures, extra_md="\n".join(extra), wall_s=wall, quick=quick)
