@@ -1,0 +1,174 @@
+"""Helpers shared by the HYDRA Fig. 9/10/12 and Table IV reproductions: experiment YAMLs under ``studies/paper/``,
+design lookup, memoised simulations (the same design × options run by two experiments is simulated once per
+process) and the paper's scores (B*: TP/TTFT, M_T: TP; METHODS §2g).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from hydra_opt.config import ConfigError
+from hydra_opt.config.reader import load_yaml
+
+__all__ = [
+    "ROOT",
+    "PAPER_DIR",
+    "OBJ_LABEL",
+    "DS_LABEL",
+    "load_spec",
+    "horizon",
+    "sim_options",
+    "design_path",
+    "load_design_cached",
+    "simulate_cached",
+    "score",
+    "geomean",
+    "clear_cache",
+]
+
+#: Repository root (the package is installed editable; ``studies/`` lives next to ``hydra_opt/``).
+ROOT = Path(__file__).resolve().parents[3]
+#: Folder of the paper-experiment YAMLs.
+PAPER_DIR = ROOT / "studies" / "paper"
+OBJ_LABEL = {"bstar": "B*", "mt": "M_T"}
+DS_LABEL = {"arxiv": "ArXiv", "bwb": "BWB", "chat": "Chat", "lw": "LW"}
+
+_SIM_CACHE: dict[tuple, Any] = {}
+_DESIGN_CACHE: dict[Path, Any] = {}
+
+
+def load_spec(key: str, path: str | Path | None = None) -> dict:
+    """The experiment YAML ``studies/paper/<key>.yaml`` as a dict (checked: ``kind: paper_experiment``)."""
+    p = Path(path) if path else PAPER_DIR / f"{key}.yaml"
+    node = load_yaml(p)
+    data = node.data
+    if not isinstance(data, dict) or data.get("kind") != "paper_experiment":
+        raise ConfigError("must be a mapping with kind: paper_experiment", file=str(p), key="kind")
+    data = dict(data)
+    data["_dir"] = p.parent
+    return data
+
+
+def horizon(spec: dict, quick: bool) -> float:
+    """Simulated horizon of the experiment, s."""
+    h = spec.get("horizon_s", 100.0)
+    if isinstance(h, dict):
+        h = h["quick" if quick else "full"]
+    return float(h)
+
+
+def sim_options(spec: dict, quick: bool, **over: Any):
+    """``SimOptions`` of the experiment's preset (``paper`` or ``clean``) at its horizon, with ``over`` applied."""
+    from hydra_opt.evaluate import SimOptions
+
+    base = {"horizon_s": horizon(spec, quick)}
+    base.update({k: v for k, v in over.items() if v is not None})
+    preset = spec.get("preset", "paper")
+    if preset == "paper":
+        return SimOptions.paper(**base)
+    if preset == "clean":
+        return SimOptions(**base)
+    raise ConfigError("must be paper or clean", file=str(spec.get("_dir", "")), key="preset", value=preset)
+
+
+def design_path(spec: dict, template: str, **fields: str) -> Path:
+    """A design YAML path from a template relative to the experiment file."""
+    p = (Path(spec["_dir"]) / template.format(**fields)).resolve()
+    if not p.is_file():
+        raise ConfigError("design file does not exist", file=str(p))
+    return p
+
+
+def load_design_cached(path: Path):
+    """``load_design`` once per path."""
+    from hydra_opt.system.design import load_design
+
+    if path not in _DESIGN_CACHE:
+        _DESIGN_CACHE[path] = load_design(path)
+    return _DESIGN_CACHE[path]
+
+
+def simulate_cached(design, model: str, workload: str, options, seed: int = 0):
+    """``hydra_opt.evaluate.simulate`` memoised on (design, model, workload, options, seed) for this process."""
+    from hydra_opt.evaluate import simulate
+
+    key = (design, model, workload, options, seed)
+    if key not in _SIM_CACHE:
+        _SIM_CACHE[key] = simulate(design, model, workload, seed=seed, options=options)
+    return _SIM_CACHE[key]
+
+
+def clear_cache() -> None:
+    """Forget memoised simulations and designs."""
+    _SIM_CACHE.clear()
+    _DESIGN_CACHE.clear()
+
+
+def score(throughput_tok_s: float, ttft_s: float, objective: str) -> float:
+    """The paper's per-objective score: B* → TP/TTFT ((tok/s)/s), M_T → TP (tok/s); NaN when undefined."""
+    if objective == "mt":
+        return float(throughput_tok_s)
+    if not (ttft_s > 0 and math.isfinite(ttft_s)):
+        return math.nan
+    return float(throughput_tok_s) / float(ttft_s)
+
+
+def geomean(values) -> float:
+    """Geometric mean of positive finite values (NaN if none)."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(v) and v > 0]
+    if not vals:
+        return math.nan
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def bar_chart(path: Path, groups: list[str], series: dict[str, list[float]], *, title: str, ylabel: str,
+              hatched: tuple[str, ...] = (), ref_line: float | None = 1.0) -> None:
+    """Grouped bar chart (one group per label, one bar per series) written as PNG.
+
+    Args:
+        path: Output PNG.
+        groups: Group labels (x axis).
+        series: Series name → one value per group (NaN = no bar).
+        title, ylabel: Axis texts.
+        hatched: Series drawn hatched (e.g. the artifact's values next to ours).
+        ref_line: Horizontal reference line (the normalisation baseline), or None.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    n = max(len(series), 1)
+    width = 0.8 / n
+    x = np.arange(len(groups))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(groups) + 2), 3.4))
+    for i, (name, vals) in enumerate(series.items()):
+        ax.bar(x + (i - (n - 1) / 2) * width, [v if v is not None else np.nan for v in vals], width,
+               label=name, hatch="//" if name in hatched else None, edgecolor="black", linewidth=0.4,
+               alpha=0.6 if name in hatched else 1.0)
+    if ref_line is not None:
+        ax.axhline(ref_line, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xticks(x)
+    ax.set_xticklabels(groups, rotation=30 if len(groups) > 6 else 0, ha="right" if len(groups) > 6 else "center",
+                       fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, ncol=min(n, 4))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def ratio_cause(ours_tp: float, ours_ttft: float, ref_tp: float, ref_ttft: float, objective: str) -> str:
+    """A measured decomposition of why a normalised score differs from the artifact's: which term (throughput
+    or TTFT ratio) moved, with both sides' values. Ratios are variant/baseline (TP ↑ better, TTFT ↓ better)."""
+    parts = [f"ours TP ×{ours_tp:.2f}" + (f", TTFT ×{ours_ttft:.2f}" if objective == "bstar" else ""),
+             f"artifact TP ×{ref_tp:.2f}" + (f", TTFT ×{ref_ttft:.2f}" if objective == "bstar" else "")]
+    if objective == "bstar" and all(math.isfinite(v) and v > 0 for v in (ours_tp, ours_ttft, ref_tp, ref_ttft)):
+        d_tp = abs(math.log(ours_tp / ref_tp))
+        d_tt = abs(math.log(ours_ttft / ref_ttft))
+        parts.append("the gap is mostly in " + ("TTFT" if d_tt > d_tp else "throughput"))
+    return "; ".join(parts)

@@ -1,0 +1,149 @@
+"""HYDRA Fig. 12 (§VI-E): static, FCFS, work-stealing and elastic task schedulers on Nemotron-H-4B.
+
+Setup in ``studies/paper/hydra_fig12.yaml``: the artifact's Fig. 12 designs (= its Fig. 10 CP designs), static
+batching, only the scheduler changes; :meth:`SimOptions.paper` (quick: short horizon; full: 100 s). B* is scored by
+TP/TTFT, M_T by TP (METHODS §2g).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from hydra_opt.dse.reproduce._hydra_sims import (
+    DS_LABEL,
+    OBJ_LABEL,
+    bar_chart,
+    design_path,
+    horizon,
+    load_design_cached,
+    load_spec,
+    ratio_cause,
+    score,
+    sim_options,
+    simulate_cached,
+)
+from hydra_opt.dse.reproduce.common import Row, Section
+
+__all__ = ["run", "PAPER"]
+
+#: HYDRA §VI-E (text next to Fig. 12).
+PAPER = {
+    "elastic_static_bstar": (1.40, 2.04),  # "elastic scheduling improves TP/TTFT by 1.40×–2.04×"
+    "elastic_static_mt": (1.17, 1.73),  # "and improves maximum throughput by 1.17×–1.73×"
+    "elastic_fcfs": (1.04, 1.30),  # "Compared with FCFS ... 1.04×–1.30× in all cases"
+    "elastic_ws_best_cases": 6,  # "achieves the best result in six of the eight cases"
+    "elastic_ws_max": 1.31,  # "improving the target metric by up to 1.31×"
+    "elastic_ws_bwb_within": 0.04,  # "In the two remaining BWB cases, elastic ... within 4 % of work-stealing"
+}
+
+
+def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None = None,
+        horizon_s: float | None = None, spec_path: str | Path | None = None) -> Section:
+    """Simulate the 8 designs × 4 schedulers and build the section."""
+    t0 = time.perf_counter()
+    spec = load_spec("hydra_fig12", spec_path)
+    if horizon_s is not None:
+        spec["horizon_s"] = horizon_s
+    model = spec["model"]
+    ds_map: dict[str, str] = spec["datasets"]
+    dss = list(datasets or ds_map)
+    objs: list[str] = spec["objectives"]
+    scheds: list[str] = spec["schedulers"]
+    ref: dict[str, list[float]] = spec.get("reference", {})
+    h = horizon(spec, quick)
+    short = h < 100
+    res = {}
+    for o in objs:
+        for d in dss:
+            design = load_design_cached(design_path(spec, spec["design"], dataset=d, objective=o))
+            for s in scheds:
+                # The static run is the design's own policy: pass no override so it shares Fig. 10's CP run.
+                opts = sim_options(spec, quick, scheduler=None if s == design.scheduler else s)
+                res[d, o, s] = simulate_cached(design, model, ds_map[d], opts, seed)
+
+    def sc(d: str, o: str, s: str) -> float:
+        r = res[d, o, s]
+        return score(r.throughput_tok_s, r.ttft_mean_s, o)
+
+    def rsc(d: str, o: str, s: str) -> float:
+        v = ref.get(f"{d}-{o}-{s}")
+        return score(v[0], v[1], o) if v else math.nan
+
+    cases = [(d, o) for o in objs for d in dss]
+    ours = {(d, o, s): sc(d, o, s) / sc(d, o, "static") for d, o in cases for s in scheds}
+    arti = {(d, o, s): rsc(d, o, s) / rsc(d, o, "static") for d, o in cases for s in scheds}
+    note_h = (f"quick mode ({h:g} simulated s, paper 100 s): static batches of long-decode requests (ArXiv, BWB, "
+              "LW) barely complete, so the schedulers see only the first batches" if short else "")
+    rows: list[Row] = []
+
+    def cause(d: str, o: str, a: str, b: str) -> str:
+        ra, rb = res[d, o, a], res[d, o, b]
+        va, vb = ref.get(f"{d}-{o}-{a}"), ref.get(f"{d}-{o}-{b}")
+        txt = ratio_cause(ra.throughput_tok_s / rb.throughput_tok_s, ra.ttft_mean_s / rb.ttft_mean_s,
+                          va[0] / vb[0] if va and vb else math.nan, va[1] / vb[1] if va and vb else math.nan, o)
+        return f"{DS_LABEL[d]} {OBJ_LABEL[o]}: {txt}" + (f"; {note_h}" if note_h else "")
+
+    for o, key in (("bstar", "elastic_static_bstar"), ("mt", "elastic_static_mt")):
+        if o not in objs:
+            continue
+        vals = {d: ours[d, o, "elastic"] for d in dss}
+        for j, (fn, name) in enumerate(((min, "min"), (max, "max"))):
+            d = fn(vals, key=lambda k: vals[k])
+            v, paper = vals[d], PAPER[key][j]
+            lab = "TP/TTFT" if o == "bstar" else "throughput"
+            cmt = f"at {DS_LABEL[d]}" + (f"; {cause(d, o, 'elastic', 'static')}" if abs(v / paper - 1) > 0.25 else "")
+            rows.append(Row(f"Elastic vs static, {OBJ_LABEL[o]} {lab}, {name} over datasets", paper, v, "x", cmt))
+    vs_fcfs = {(d, o): ours[d, o, "elastic"] / ours[d, o, "fcfs"] for d, o in cases}
+    for j, (fn, name) in enumerate(((min, "min"), (max, "max"))):
+        c = fn(vs_fcfs, key=lambda k: vs_fcfs[k])
+        v, paper = vs_fcfs[c], PAPER["elastic_fcfs"][j]
+        cmt = f"at {DS_LABEL[c[0]]} {OBJ_LABEL[c[1]]}" + (
+            f"; {cause(c[0], c[1], 'elastic', 'fcfs')}" if abs(v / paper - 1) > 0.25 else "")
+        rows.append(Row(f"Elastic vs FCFS, target metric, {name} over {len(cases)} cases", paper, v, "x", cmt))
+    vs_ws = {(d, o): ours[d, o, "elastic"] / ours[d, o, "worksteal"] for d, o in cases}
+    best = [c for c in cases if all(ours[c[0], c[1], "elastic"] >= ours[c[0], c[1], s] for s in scheds)]
+    a_best = [c for c in cases if all(arti[c[0], c[1], "elastic"] >= arti[c[0], c[1], s] for s in scheds)]
+    rows.append(Row(f"Cases where elastic is the best of the 4 schedulers (of {len(cases)})",
+                    PAPER["elastic_ws_best_cases"] if len(cases) == 8 else None, float(len(best)), "cases",
+                    f"best in: {', '.join(f'{DS_LABEL[d]} {OBJ_LABEL[o]}' for d, o in best) or 'none'}; artifact "
+                    f"data: {len(a_best)}" + (f"; {note_h}" if note_h and len(cases) == 8 and
+                                              abs(len(best) / 6 - 1) > 0.25 else "")))
+    c = max(vs_ws, key=lambda k: vs_ws[k])
+    rows.append(Row("Elastic vs work-stealing, target metric, max over cases", PAPER["elastic_ws_max"], vs_ws[c], "x",
+                    f"at {DS_LABEL[c[0]]} {OBJ_LABEL[c[1]]}" + (
+                        f"; {cause(c[0], c[1], 'elastic', 'worksteal')}" if abs(vs_ws[c] / 1.31 - 1) > 0.25 else "")))
+    for d, o in cases:
+        a, b = ours[d, o, "elastic"], arti[d, o, "elastic"]
+        lab = "TP/TTFT" if o == "bstar" else "TP"
+        cmt = cause(d, o, "elastic", "static") if math.isfinite(a / b) and abs(a / b - 1) > 0.25 else ""
+        rows.append(Row(f"Elastic vs static, {DS_LABEL[d]} {OBJ_LABEL[o]} {lab} (artifact Fig. 12 data)", b, a, "x", cmt))
+
+    groups = [f"{DS_LABEL[d]} {OBJ_LABEL[o]}" for d, o in cases]
+    figures = []
+    for tag, table in (("hydra_opt", ours), ("artifact", arti)):
+        name = f"hydra_fig12_{tag}.png"
+        bar_chart(fig_dir / name, groups, {s: [table[d, o, s] for d, o in cases] for s in scheds},
+                  title=f"Fig. 12 ({tag}{f', {h:g} simulated s' if tag == 'hydra_opt' else ', 100 s'}): B* TP/TTFT and "
+                        "M_T TP normalised to static", ylabel="normalised to static")
+        figures.append(name)
+    lines = ["Absolute values (hydra_opt vs the artifact's stored result, same design and scheduler):", "",
+             "| dataset | objective | scheduler | TP hydra_opt (tok/s) | TP artifact (tok/s) | TTFT hydra_opt (s) | "
+             "TTFT artifact (s) | completed |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for d, o in cases:
+        for s in scheds:
+            r = res[d, o, s]
+            rv = ref.get(f"{d}-{o}-{s}", [math.nan, math.nan])
+            lines.append(f"| {DS_LABEL[d]} | {OBJ_LABEL[o]} | {s} | {r.throughput_tok_s:.1f} | {rv[0]:.1f} | "
+                         f"{r.ttft_mean_s:.3f} | {rv[1]:.3f} | {r.completed_requests} |")
+    intro = (
+        f"Setup (`studies/paper/hydra_fig12.yaml`): model `{model}`, the artifact's Fig. 12 designs (identical to its "
+        f"Fig. 10 CP designs, `studies/designs/fig10-*-cp.yaml`), static batching, scheduler static / FCFS / "
+        f"work-stealing / elastic, `SimOptions.paper(horizon_s={h:g})`, seed {seed}; all values simulated. Target "
+        "metric: B* TP/TTFT, M_T TP, normalised to static. 'Artifact data' rows use the artifact's stored results "
+        "for the same designs (fig12_configurations.csv)." + (f" **Quick mode**: {h:g} simulated s instead of 100 s."
+                                                               if short else "")
+    )
+    return Section(key="hydra_fig12", title="HYDRA Fig. 12 — task schedulers", intro_md=intro, rows=rows,
+                   figures=figures, extra_md="\n".join(lines), wall_s=time.perf_counter() - t0, quick=quick)
