@@ -59,6 +59,7 @@ def _check_case(i: int) -> None:
         token_budget=int(rng.choice([256, 2048, 8192])),
         lend=bool(rng.integers(2)),
         sharing=str(rng.choice(["fair", "equal", "none"])),
+        fuse_blocks=bool(rng.integers(2)),
         debug=True,
     )
     res = simulate(d, model, "chat", seed=i, options=opt)

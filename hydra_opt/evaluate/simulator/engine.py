@@ -54,27 +54,15 @@ PENDING, QUEUED, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 _EV_COMPUTE, _EV_FLOW, _EV_DRAIN = 0, 1, 2
 
 
-class _Task:
-    __slots__ = ("batch", "block", "phase", "family", "mem_xy", "vals", "chip", "start", "cs_open", "flow_open",
-                 "res", "nbytes", "hops")
-
-    def __init__(self, batch, block, phase, family, mem_xy, vals):
-        self.batch = batch
-        self.block = block
-        self.phase = phase
-        self.family = family
-        self.mem_xy = mem_xy
-        self.vals = vals
-        self.chip = -1
-        self.start = 0.0
-        self.cs_open = False
-        self.flow_open = False
-
-
 class _Part:
-    """The requests of one phase in one pass of a batch; walks the blocks independently of the other phase."""
+    """The requests of one phase in one pass of a batch; walks the blocks independently of the other phase.
 
-    __slots__ = ("batch", "phase", "rids", "vals", "block", "prev_chip", "epochs")
+    A part has at most one task in flight (the pass is sequential over blocks), so the part *is* the task record:
+    ``block`` is the task's block, ``chip`` its chiplet, and the scheduler reads ``phase``/``family``/``mem_xy``.
+    """
+
+    __slots__ = ("batch", "phase", "rids", "vals", "block", "prev_chip", "epochs", "family", "mem_xy", "chip",
+                 "start", "cs_open", "flow_open", "res", "nbytes", "end")
 
     def __init__(self, batch, phase, rids, vals):
         self.batch = batch
@@ -83,6 +71,10 @@ class _Part:
         self.vals = vals
         self.block = 0
         self.prev_chip = -1
+        self.chip = -1
+        self.start = 0.0
+        self.cs_open = False
+        self.flow_open = False
 
 
 class _Batch:
@@ -170,6 +162,7 @@ class Engine:
         self.link_bps = mesh.link_bw_gbps * 1e9
         self.hop_s = mesh.hop_latency_s
         nb = model.n_blocks
+        self.nb = nb
 
         # --- per-chiplet-type linear time/energy coefficients: rows [comp_τ, sram_τ, energy_τ]*, mem, io -------
         types: list = []
@@ -209,6 +202,18 @@ class Engine:
             om = scheduler.omega
             self.static_map = {p: [om[(p, b)] for b in range(nb)] for p in ("prefill", "decode")}
         self.hooks = dict(system.compute_hooks)
+        # Block fusion: per phase, the block after the end of the run of blocks starting at each block that Ω puts
+        # on one chiplet (without its own compute model) with weights on one memory node and of one family.
+        self.seg_end = {p: list(range(1, nb + 1)) for p in ("prefill", "decode")}
+        om = getattr(scheduler, "omega", None)
+        if options.fuse_blocks and om is not None:
+            for p in ("prefill", "decode"):
+                ends = self.seg_end[p]
+                for b in range(nb - 2, -1, -1):
+                    c = om[(p, b)]
+                    if (om[(p, b + 1)] == c and c not in self.hooks and self.block_node[b + 1] == self.block_node[b]
+                            and self.families[b + 1] == self.families[b]):
+                        ends[b] = ends[b + 1]
         self.hook_cache: dict = {}
         self.busy = [False] * self.nc
         self.busy_s = [0.0] * self.nc
@@ -290,7 +295,7 @@ class Engine:
         self.npre = [0] * n
         self.stage = [0] * n  # 0 needs prefill, 1 prefill in flight, 2 decoding
         self.epoch = [0] * n  # bumped on preemption
-        self.run_task: list[_Task | None] = [None] * self.nc
+        self.run_task: list[_Part | None] = [None] * self.nc
         self.queue: deque[int] = deque()
         self.running: set[int] = set()
         self.batches: dict[int, _Batch] = {}
@@ -562,7 +567,10 @@ class Engine:
 
     def _dispatch(self, part: _Part) -> None:
         blk = part.block
-        self._ready(_Task(part, blk, part.phase, self.families[blk], self.block_mem_xy[blk], part.vals))
+        part.end = self.seg_end[part.phase][blk]
+        part.family = self.families[blk]
+        part.mem_xy = self.block_mem_xy[blk]
+        self._ready(part)
 
     def _end_part(self, part: _Part) -> None:
         """A pass of one stream went through every block: emit one token per (still admitted) request."""
@@ -608,7 +616,7 @@ class Engine:
         self.n_done += 1
 
     # ----------------------------------------------------------------------------------------------- tasks
-    def _ready(self, task: _Task) -> None:
+    def _ready(self, task: _Part) -> None:
         view = self.view
         smap = self.static_map
         c = smap[task.phase][task.block] if smap is not None else self.sched.choose(task, task.block, view)
@@ -645,18 +653,29 @@ class Engine:
         now = self.now
         task.start = now
         blk = task.block
+        end = task.end
         vals = task.vals
         tau = self.ctype[c]
         hook = self.hooks.get(c) if self.hooks else None
-        if hook is None:
-            cs = max(vals[3 * tau][blk], vals[3 * tau + 1][blk])
-        else:
-            cs = max(self._hook_time(hook, tau, task), vals[3 * tau + 1][blk])
-        prev = task.batch.prev_chip
+        r3 = 3 * tau
+        if end == blk + 1:
+            if hook is None:
+                cs = max(vals[r3][blk], vals[r3 + 1][blk])
+            else:
+                cs = max(self._hook_time(hook, tau, task, blk), vals[r3 + 1][blk])
+            nbytes = vals[self.R_MEM][blk]
+            self.energy_dyn += vals[r3 + 2][blk]
+        else:  # a fused run of blocks: compute/SRAM roofline per block, one flow for all their bytes
+            vc, vs, ve, vm = vals[r3], vals[r3 + 1], vals[r3 + 2], vals[self.R_MEM]
+            cs = nbytes = 0.0
+            for b in range(blk, end):
+                x = vc[b] if hook is None else self._hook_time(hook, tau, task, b)
+                cs += x if x > vs[b] else vs[b]
+                nbytes += vm[b]
+                self.energy_dyn += ve[b]
+        prev = task.prev_chip
         if prev >= 0 and prev != c:
             cs += self.chip_lat[prev][c] + 0.5 * vals[self.R_IO][blk] / self.link_bps
-        nbytes = vals[self.R_MEM][blk]
-        self.energy_dyn += vals[3 * tau + 2][blk]
         self.seq += 1
         if nbytes <= 0.0:
             task.cs_open = True
@@ -696,9 +715,9 @@ class Engine:
             task.flow_open = False
             heapq.heappush(self.heap, (now + (cs if cs > t_mem else t_mem) + lat, self.seq, _EV_COMPUTE, task, 0))
 
-    def _hook_time(self, hook, tau: int, task: _Task) -> float:
+    def _hook_time(self, hook, tau: int, task: _Part, block: int) -> float:
         """Compute time from a chiplet's own model (cached per block, phase, batch shape and context bucket)."""
-        part = task.batch
+        part = task
         prompt, gen = self.prompt, self.gen
         if part.phase == "prefill":
             ctx = [0] * len(part.rids)
@@ -709,23 +728,22 @@ class Engine:
             new = [1] * len(part.rids)
         # Context bucket: mean context rounded to 64 tokens (ARCHITECTURE "speed habits"); exact batch and new tokens.
         n = len(ctx)
-        key = (tau, task.block, part.phase, n, sum(new), sum(q * q for q in new), round(sum(ctx) / (64 * n)))
+        key = (tau, block, part.phase, n, sum(new), sum(q * q for q in new), round(sum(ctx) / (64 * n)))
         t = self.hook_cache.get(key)
         if t is None:
-            t = float(hook(task.block, part.phase, np.asarray(ctx), np.asarray(new)))
+            t = float(hook(block, part.phase, np.asarray(ctx), np.asarray(new)))
             self.hook_cache[key] = t
         return t
 
-    def _finish(self, task: _Task) -> None:
-        c = task.chip
+    def _finish(self, part: _Part) -> None:
+        c = part.chip
         self.busy[c] = False
         self.run_task[c] = None
         self.view.load[c] -= 1
-        self.busy_s[c] += self.now - task.start
-        part = task.batch
+        self.busy_s[c] += self.now - part.start
         part.prev_chip = c
-        part.block += 1
-        if part.block < self.model.n_blocks:
+        part.block = part.end
+        if part.block < self.nb:
             self._dispatch(part)
         else:
             self._end_part(part)

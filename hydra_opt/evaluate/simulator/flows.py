@@ -13,14 +13,24 @@ resource's *share*:
 * ``waterfill=False`` (``"equal"``, as ``hydra_opt.hardware.noi.FlowNetwork(sharing="equal")``): the share is the
   capacity divided by the number of flows (no redistribution at all; more pessimistic).
 
-Rates are recomputed — exactly, not time-stepped — whenever a flow starts or is delivered, only for the flows
-sharing a resource with it; the engine re-times their delivery events with a version number. Exact global max-min
-fairness is available through ``FlowNetwork`` (``SimOptions.sharing = "maxmin"``).
+Rates are recomputed — exactly, not time-stepped — whenever a flow starts or is delivered, only for the flows on
+a resource whose share changed; the engine re-times their delivery events with a version number. Exact global
+max-min fairness is available through ``FlowNetwork`` (``SimOptions.sharing = "maxmin"``).
+
+Speed (the engine's hot path): a resource whose flows' own caps sum to no more than its capacity is not a
+bottleneck — water-filling gives every flow its cap and the level is the capacity — so its level is known without
+looking at its flows (the per-resource sum of finite caps and count of uncapped flows are kept incrementally).
+Flows are re-timed only when the share of one of their resources changed. Both shortcuts give the same rates as
+the full computation.
 """
 
 from __future__ import annotations
 
 __all__ = ["EqualShareFlows"]
+
+_INF = float("inf")
+# The shortcut is taken only when the caps fit with a margin, so incremental rounding of the sum cannot flip it.
+_SLACK = 1.0 - 1e-9
 
 
 class EqualShareFlows:
@@ -40,6 +50,9 @@ class EqualShareFlows:
         # fid -> [resources, remaining bytes, rate, t_last, version, own cap bytes/s, delivery latency s]
         self.flows: dict[int, list] = {}
         self.bytes_done = [0.0] * len(caps_bps)
+        # Per resource: sum of the finite own caps of its flows, and how many flows have no finite cap.
+        self.capsum = [0.0] * len(caps_bps)
+        self.uncapped = [0] * len(caps_bps)
 
     def _retime(self, fids: set[int], now: float, out: list) -> None:
         flows = self.flows
@@ -78,11 +91,23 @@ class EqualShareFlows:
         on, share, cap = self.on, self.share, self.cap
         self.flows[fid] = [resources, float(nbytes), 0.0, now, 0, cap_bps, latency_s]
         touched: set[int] = set()
+        finite = cap_bps < _INF
+        waterfill = self.waterfill
+        capsum, uncapped = self.capsum, self.uncapped
         for r in resources:
             s = on[r]
-            touched |= s
             s.add(fid)
-            share[r] = self._level(r) if self.waterfill else cap[r] / len(s)
+            if finite:
+                capsum[r] += cap_bps
+            else:
+                uncapped[r] += 1
+            if waterfill:
+                new = cap[r] if (not uncapped[r] and capsum[r] <= cap[r] * _SLACK) else self._level(r)
+            else:
+                new = cap[r] / len(s)
+            if new != share[r]:
+                share[r] = new
+                touched |= s
         touched.add(fid)
         out: list = []
         self._retime(touched, now, out)
@@ -125,11 +150,25 @@ class EqualShareFlows:
         f = self.flows.pop(fid)
         on, share, cap = self.on, self.share, self.cap
         touched: set[int] = set()
+        finite = f[5] < _INF
+        waterfill = self.waterfill
+        capsum, uncapped = self.capsum, self.uncapped
         for r in f[0]:
             s = on[r]
             s.discard(fid)
-            touched |= s
-            share[r] = (self._level(r) if self.waterfill else cap[r] / len(s)) if s else cap[r]
+            if finite:
+                capsum[r] = capsum[r] - f[5] if s else 0.0  # reset when idle: no drift from repeated +/-
+            else:
+                uncapped[r] -= 1
+            if not s:
+                new = cap[r]
+            elif waterfill:
+                new = cap[r] if (not uncapped[r] and capsum[r] <= cap[r] * _SLACK) else self._level(r)
+            else:
+                new = cap[r] / len(s)
+            if new != share[r]:
+                share[r] = new
+                touched |= s
         out: list = []
         if touched:
             self._retime(touched, now, out)

@@ -63,6 +63,10 @@ class SimOptions:
         placement_seed: Seed of the ``random`` placement (None: the simulation seed).
         link_bins_s: Bin width of the per-link utilisation time series, s (None: totals only); in ``raw.link_series``
             as (bin start times, utilisation per bin × link).
+        fuse_blocks: Run consecutive blocks that Ω maps to the same chiplet, with weights on the same memory, as
+            one task (per-block compute rooflines add; their bytes are one flow; docs/simulator.md "Block
+            fusion"). Fewer events, but a batch then holds the chiplet for the whole run of blocks, which changes
+            results by a few per cent; default False (one task per block). fcfs/worksteal have no Ω: never fused.
         debug: Check invariants (memory ≤ capacity, request conservation) after every event.
         paper_preset: True when built by :meth:`paper` (reported in results).
     """
@@ -89,6 +93,7 @@ class SimOptions:
     max_batch: int | None = None
     placement_seed: int | None = None
     link_bins_s: float | None = None
+    fuse_blocks: bool = False
     debug: bool = False
     paper_preset: bool = False
 
