@@ -27,7 +27,8 @@ from hydra_opt.evaluate.estimator import capacities as cap
 from hydra_opt.evaluate.estimator import fluid, markov
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 
-__all__ = ["Prepared", "prepare", "DesignInputs", "design_inputs", "solve", "estimate", "resolve", "SCHED_CODES"]
+__all__ = ["Prepared", "prepare", "DesignInputs", "design_inputs", "solve", "estimate", "estimate_reference", "resolve",
+           "SCHED_CODES"]
 
 #: Scheduler name → code used in arrays.
 SCHED_CODES = {"static": 0, "fcfs": 1, "worksteal": 2, "elastic": 3}
@@ -876,6 +877,19 @@ def estimate(design, model, workload, *, options: EstimatorOptions | None = None
         model: A ``hydra_opt.workload.models.Model``.
         workload: A ``hydra_opt.workload.workload.Workload``.
         options: :class:`EstimatorOptions`.
+    """
+    opts = options or EstimatorOptions()
+    design, model, workload = resolve(design, model, workload)
+    prep = prepare(model, workload, options=opts, precision=opts.precision or getattr(design, "precision", None))
+    from hydra_opt.evaluate.estimator.single import estimate_one
+
+    return estimate_one(design, prep, opts)
+
+
+def estimate_reference(design, model, workload, *, options: EstimatorOptions | None = None) -> Estimate:
+    """:func:`estimate` through the array solver (:func:`design_inputs` + :func:`solve` with one design).
+
+    The definition the single-design fast path (``estimator.single``) must reproduce; kept for tests and checks.
     """
     opts = options or EstimatorOptions()
     design, model, workload = resolve(design, model, workload)

@@ -25,6 +25,11 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+try:  # SuperLU's driver behind spsolve (private module; the public path is the fallback)
+    from scipy.sparse.linalg._dsolve._superlu import gssv as _gssv
+except ImportError:  # pragma: no cover - scipy layout changed
+    _gssv = None
+
 __all__ = [
     "stationary",
     "birth_death_stationary",
@@ -58,6 +63,11 @@ def stationary(q: sp.spmatrix) -> np.ndarray:
 def birth_death_stationary(birth: np.ndarray, death: np.ndarray) -> np.ndarray:
     """π of a birth–death chain on ``0..K`` from its generator (sparse solve).
 
+    The system is ``Qᵀπ = 0`` with the last balance equation replaced by ``Σπ = 1``, handed to SuperLU in
+    canonical CSC form (column ``j`` holds rows ``j−1`` (death), ``j`` (diagonal), ``j+1`` (birth) and the
+    normalisation row) — the matrix ``scipy.sparse.linalg.spsolve`` builds from the COO triplets, without the
+    conversion overhead (a per-estimate cost).
+
     Args:
         birth: ``(K,)`` rate from state ``n`` to ``n+1``.
         death: ``(K,)`` rate from state ``n+1`` to ``n``.
@@ -66,10 +76,55 @@ def birth_death_stationary(birth: np.ndarray, death: np.ndarray) -> np.ndarray:
     d = np.asarray(death, dtype=np.float64)
     k = b.size
     n = k + 1
-    # Qᵀ (balance equations) with the last row replaced by Σπ = 1, assembled directly in COO form.
     diag = np.zeros(n)
     diag[:-1] -= b
     diag[1:] -= d
+    if _gssv is None or n < 3:
+        return _birth_death_spsolve(b, d, diag)
+    # Column j (0-based): [d_{j-1} at row j-1 (j ≥ 1)], [diag_j at row j (j < n-1)], [b_j at row j+1 (j+1 < n-1)],
+    # [1 at row n-1]. Columns 1..n-3 hold all four entries.
+    cnt = np.full(n, 4, dtype=np.intc)
+    cnt[0] = 3  # no death entry
+    cnt[n - 2] = 3  # its birth entry would sit in the replaced last row
+    cnt[n - 1] = 2  # death entry + normalisation
+    indptr = np.zeros(n + 1, dtype=np.intc)
+    np.cumsum(cnt, out=indptr[1:])
+    nnz = int(indptr[-1])
+    idx = np.empty(nnz, dtype=np.intc)
+    dat = np.empty(nnz)
+    # Column 0: rows 0, 1, n-1.
+    idx[0:3] = (0, 1, n - 1)
+    dat[0:3] = (diag[0], b[0], 1.0)
+    # Columns 1..n-3: rows j-1, j, j+1, n-1 (4 entries each, starting at 3 + 4(j-1)).
+    m = n - 3
+    if m > 0:
+        j = np.arange(1, n - 2)
+        blk_i = idx[3 : 3 + 4 * m].reshape(m, 4)
+        blk_d = dat[3 : 3 + 4 * m].reshape(m, 4)
+        blk_i[:, 0] = j - 1
+        blk_i[:, 1] = j
+        blk_i[:, 2] = j + 1
+        blk_i[:, 3] = n - 1
+        blk_d[:, 0] = d[j - 1]
+        blk_d[:, 1] = diag[j]
+        blk_d[:, 2] = b[j]
+        blk_d[:, 3] = 1.0
+    # Column n-2: rows n-3, n-2, n-1; column n-1: rows n-2, n-1.
+    p = int(indptr[n - 2])
+    idx[p : p + 5] = (n - 3, n - 2, n - 1, n - 2, n - 1)
+    dat[p : p + 5] = (d[n - 3], diag[n - 2], 1.0, d[n - 2], 1.0)
+    rhs = np.zeros(n)
+    rhs[-1] = 1.0
+    x, info = _gssv(n, nnz, dat, idx, indptr, rhs, 1, options=dict(ColPerm=None))
+    if info != 0:
+        return _birth_death_spsolve(b, d, diag)
+    pi = np.maximum(np.asarray(x, dtype=np.float64).ravel(), 0.0)
+    return pi / pi.sum()
+
+
+def _birth_death_spsolve(b: np.ndarray, d: np.ndarray, diag: np.ndarray) -> np.ndarray:
+    """:func:`birth_death_stationary` through the public ``spsolve`` (COO triplets)."""
+    n = b.size + 1
     idx = np.arange(n)
     rows = np.concatenate([idx[:-1], idx[:-1] + 1, idx[:-1]])  # Qᵀ[j, i] = Q[i, j]
     cols = np.concatenate([idx[:-1], idx[:-1], idx[:-1] + 1])

@@ -1,0 +1,675 @@
+"""Single-design fast path of the estimator: :func:`core.solve` for one design in Python floats.
+
+``estimate()`` prices one design at a time (the DSE's inner loop), where numpy's per-call overhead on arrays of a
+few elements dominated (issue 5 "Speed": ≤ 2 ms per design). This module runs *the same arithmetic* as
+``core.design_inputs`` + ``core.solve`` + ``core._to_estimate`` with ``D = 1``, operation for operation, so the
+results are bit-for-bit those of the reference path (``tests/test_estimator_speedpath.py`` compares the two over
+all three models, both batchings and every scheduler). What changes is only how the work is organised:
+
+* **Type level, not station level.** Every station of one chiplet type carries identical block times, so the
+  per-type columns (priced once through ``opcost`` in ``core.type_table``) are cached per (prepared workload,
+  chiplet types, batching, batch, bandwidth) and the ``(blocks, stations)`` matrices are never built. The LPT
+  mapping Ω (HYDRA Eqs. 4–5) picks the least-loaded station inside each type, with the same first-index
+  tie-breaking as ``capacities.assign_blocks``.
+* **Scalars in Python floats.** numpy's reductions are reproduced exactly (:func:`_pw` is numpy's pairwise sum,
+  :func:`_interp1` its ``interp`` formula); element-wise IEEE operations are the same in both.
+* **The static batch sequence** (``fluid.batch_sequence``) keeps its ``(time grid)`` vectors in numpy but finds
+  each batch's free slot with a forward pointer (the expected live batches only grow during a sweep), and skips
+  the vector work before a batch's prefill completes (its contribution is zero there).
+* **Designs the fast path does not cover** (no compute chiplet) go through the reference path.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+import numpy as np
+
+from hydra_opt.evaluate.estimator import core, fluid
+from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
+
+try:  # numpy's compiled interp: np.interp minus its Python-level argument checks (same arithmetic)
+    from numpy._core.multiarray import interp as _vinterp
+except ImportError:  # pragma: no cover - older numpy layout
+    _vinterp = np.interp
+
+__all__ = ["estimate_one", "pairwise_sum", "interp_scalar"]
+
+_INF = float("inf")
+_TOKEN_BUDGET = 8192.0  # core.design_inputs' token budget of a continuous pass
+
+
+def pairwise_sum(xs: list[float]) -> float:
+    """``np.sum`` of a contiguous float64 vector, reproduced exactly (numpy's pairwise summation, 8 lanes)."""
+    n = len(xs)
+    if n < 8:
+        res = -0.0
+        for v in xs:
+            res += v
+        return res
+    if n <= 128:
+        r0, r1, r2, r3, r4, r5, r6, r7 = xs[:8]
+        i = 8
+        stop = n - n % 8
+        while i < stop:
+            r0 += xs[i]
+            r1 += xs[i + 1]
+            r2 += xs[i + 2]
+            r3 += xs[i + 3]
+            r4 += xs[i + 4]
+            r5 += xs[i + 5]
+            r6 += xs[i + 6]
+            r7 += xs[i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += xs[i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return pairwise_sum(xs[:n2]) + pairwise_sum(xs[n2:])
+
+
+_pw = pairwise_sum
+
+
+def interp_scalar(x: float, xp: list[float], fp: list[float]) -> float:
+    """``np.interp`` at one point, reproduced exactly (same bracketing, slope formula and NaN fallbacks)."""
+    if x != x:
+        return x
+    if x < xp[0]:
+        return fp[0]
+    if x >= xp[-1]:
+        return fp[-1]
+    j = bisect.bisect_right(xp, x) - 1
+    if x == xp[j]:
+        return fp[j]
+    slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])
+    r = slope * (x - xp[j]) + fp[j]
+    if r != r:
+        r = slope * (x - xp[j + 1]) + fp[j + 1]
+        if r != r and fp[j] == fp[j + 1]:
+            r = fp[j]
+    return r
+
+
+_interp1 = interp_scalar
+
+
+def _mn(a: float, b: float) -> float:
+    """``np.minimum`` of two floats (NaN-propagating)."""
+    return a if (a <= b or a != a) else b
+
+
+def _mx(a: float, b: float) -> float:
+    """``np.maximum`` of two floats (NaN-propagating)."""
+    return a if (a >= b or a != a) else b
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Caches (per prepared workload; Prepared objects live in core._PREP_CACHE, so their ids are stable)
+
+_EXTRA: dict = {}
+_COLS: dict = {}
+_MISC: dict = {}
+
+
+def _extras(prep: core.Prepared) -> dict:
+    hit = _EXTRA.get(id(prep))
+    if hit is None or hit["prep"] is not prep:
+        hit = dict(
+            prep=prep,
+            gk=prep.grid_k.tolist(),
+            ge=prep.grid_emin.tolist(),
+            prompt_scv=core._prompt_scv(prep),
+            service_scv=core._service_scv(prep),
+            fam_rows={f: np.nonzero(np.array(prep.families) == f)[0].tolist() for f in sorted(set(prep.families))},
+            block_fam=list(prep.families),
+        )
+        _EXTRA[id(prep)] = hit
+    return hit
+
+
+def _cached(key, make):
+    hit = _MISC.get(key)
+    if hit is None:
+        if len(_MISC) > 50000:
+            _MISC.clear()
+        hit = make()
+        _MISC[key] = hit
+    return hit
+
+
+def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> list[tuple[list[float], ...]]:
+    """Per chiplet type: (pre, dec, pre_ref, dec_ref, dec1, pre1) per block, inf where the type is ineligible.
+
+    The eligibility rule is ``core.design_inputs``': a family's blocks run in a phase on the types built for it,
+    else on the types of that family, else anywhere.
+    """
+    elig = []
+    for f in ex["fam_rows"]:
+        for phase in ("prefill", "decode"):
+            native = [k for k, c in enumerate(chips) if c.can_run(f, phase)]
+            if not native:
+                native = [k for k, c in enumerate(chips) if f in c.families] or list(range(len(chips)))
+            elig.append(tuple(native))
+    key = (id(prep), keys, tuple(elig))
+    hit = _COLS.get(key)
+    if hit is not None and hit[0] is prep:
+        return hit[1]
+    nb = prep.n_blocks
+    out = []
+    for k, t in enumerate(tables):
+        fields = [t.pre_s.tolist(), t.dec_s.tolist(), t.pre_ref_s.tolist(), t.dec_ref_s.tolist(), t.dec1_s.tolist(),
+                  t.pre1_s.tolist()]
+        cols = [[_INF] * nb for _ in range(6)]
+        e = 0
+        for f, rows in ex["fam_rows"].items():
+            ok_p, ok_d = k in elig[e], k in elig[e + 1]
+            e += 2
+            for q, ok in ((0, ok_p), (1, ok_d), (2, ok_p), (3, ok_d), (4, ok_d), (5, ok_p)):
+                if ok:
+                    src, dst = fields[q], cols[q]
+                    for r in rows:
+                        dst[r] = src[r]
+        out.append(tuple(cols))
+    if len(_COLS) > 20000:
+        _COLS.clear()
+    _COLS[key] = (prep, out)
+    return out
+
+
+def _family_sums(prep, ex: dict, table, tkey) -> dict:
+    """Per-family memory bytes of one table (``per_block[fams == f].sum()`` as ``core.design_inputs`` sums)."""
+
+    def make():
+        fams = np.array(prep.families)
+        return {
+            name: {f: float(arr[fams == f].sum()) for f in ex["fam_rows"]}
+            for name, arr in (("mem", table.mem_bytes), ("mem1", table.mem1_bytes), ("memb", table.memb_bytes))
+        }
+
+    return _cached(("famsum", id(prep), tkey), make)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The design (core.design_inputs at chiplet-type level)
+
+
+class _Design:
+    __slots__ = ("counts", "names", "cols", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch", "tokens",
+                 "admits", "passes", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
+
+
+def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design | None:
+    counts = core._counts(design)
+    if not counts:
+        return None
+    ex = _extras(prep)
+    d2d = float(design.d2d_bw_gbps)
+    mem = core._memory(design)
+    n_mem = int(design.n_mem)
+    b = int(design.max_batch)
+    batching = str(design.batching)
+    area = float(getattr(design, "slot_area_mm2", 144.0))
+    chips = [lib.get(name, d2d, area, settings=getattr(design, "dynacore", None)) for name, _ in counts]
+    task_bw = min(d2d, float(mem.bw_gbps))
+    tables = [core.type_table(prep, c, batching, b, task_bw, _TOKEN_BUDGET) for c in chips]
+    tkeys = tuple((c.name, c.d2d_bw_gbps, batching, b, task_bw, _TOKEN_BUDGET) for c in chips)
+    out = _Design()
+    out.counts = [n for _, n in counts]
+    out.names = [name for name, _ in counts]
+    out.cols = _type_columns(prep, ex, chips, tables, tkeys)
+    groups = core.family_memory_groups(design, prep, n_mem, preset=opts.placement_preset, library=lib)
+    sums = _family_sums(prep, ex, tables[0], tkeys[0])
+
+    def eff_bytes(kind: str) -> float:
+        worst = 0.0
+        per = sums[kind]
+        for f, n_f in groups.items():
+            b_f = per[f]
+            if b_f > 0:
+                worst = max(worst, b_f * n_mem / max(n_f, 1e-9))
+        return worst
+
+    out.mem_bytes, out.mem1, out.memb = eff_bytes("mem"), eff_bytes("mem1"), eff_bytes("memb")
+    cap_bytes = float(mem.capacity_bytes)
+    conc = _cached(("conc", id(prep), n_mem, cap_bytes, batching, b),
+                   lambda: core.memory_concurrency(prep, n_mem, cap_bytes, batching, b))
+    ns = sum(out.counts)
+    max_batches = opts.max_batches_in_flight or ns
+    nbat = min(float(max_batches), math.floor(conc / b) if batching == "static" else conc / b)
+
+    def plan_scalars():
+        p = core.cycle_plan(prep, batching, b, _TOKEN_BUDGET)
+        return float(p["tokens"]), float(p["admits"]), float(p["passes"])
+
+    out.tokens, out.admits, out.passes = _cached(("plan", id(prep), batching, b), plan_scalars)
+    gw, gh = int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4))
+    hbm = _cached(("hbm", n_mem, float(mem.bw_gbps), d2d, gw, gh),
+                  lambda: float(core.hbm_port_cap_gbps(n_mem, float(mem.bw_gbps), d2d, gw, gh)))
+    out.hbm_bps = float(hbm) * 1e9
+    gain = 1.0
+    lend = opts.lend if opts.lend is not None else False
+    if lend and str(design.scheduler) == "elastic":
+        gain = float(core._lending_gain(prep, chips, counts, tables, opts))
+    out.gain = gain
+    out.batches = float(max(nbat, 0.0))
+    out.batch = float(b)
+    out.static_sched = str(design.scheduler) == "static"
+    out.static_batching = batching == "static"
+    out.mem_limited = bool(nbat < max_batches)
+    out.feasible = bool(nbat >= (1.0 if batching == "static" else 1.0 / b) and ns > 0)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Solver (core.solve with D = 1)
+
+
+def _lpt(ref: list[list[float]], ranges: list[tuple[int, int, int]], nb: int, ns: int) -> list[int]:
+    """``capacities.assign_blocks`` for stations grouped by type (identical columns inside a type).
+
+    Same greedy and tie-breaking: blocks by decreasing fastest eligible time (stable), each to the first station
+    with the smallest ``load + time``. Inside a type that is the least-loaded station, unless an earlier one's load
+    differs by less than the rounding of the sum (then the exact comparison decides, as the reference does).
+    """
+    inf = _INF
+    key = []
+    for blk in range(nb):
+        f = min(ref[k][blk] for _, _, k in ranges)
+        key.append(f if f != inf else 0.0)
+    order = sorted(range(nb), key=lambda j: -key[j])
+    loads = [0.0] * ns
+    owner = [0] * nb
+    for blk in order:
+        best, bv, br = -1, inf, inf
+        for s0, s1, k in ranges:
+            r = ref[k][blk]
+            if r == inf:
+                i, v = s0, inf
+            else:
+                seg = loads[s0:s1]
+                lmin = min(seg)
+                v = lmin + r
+                i = s0 + seg.index(lmin)
+                if i > s0 and min(seg[: i - s0]) <= lmin + 2.0 * math.ulp(v):
+                    for j in range(s0, i):
+                        if loads[j] + r == v:
+                            i = j
+                            break
+            if best < 0 or v < bv:
+                best, bv, br = i, v, r
+        if br != inf:
+            loads[best] += br
+        owner[blk] = best
+    return owner
+
+
+def _station_loads(owner: list[int], cols: list, q: int, st_type: list[int], ns: int) -> list[float]:
+    """Per-station sum of the owned blocks' times (finite ones), in block order (numpy's axis −2 sum)."""
+    out = [0.0] * ns
+    for blk, s in enumerate(owner):
+        v = cols[st_type[s]][q][blk]
+        if v - v == 0.0:  # finite
+            out[s] += v
+    return out
+
+
+def _balance(loads: list[float], st_type: list[int], n_types: int, eff: float) -> list[float]:
+    """``capacities.balance_within_types`` for one design."""
+    out = list(loads)
+    ns = len(loads)
+    for k in range(n_types):
+        cnt = 0
+        vals = []
+        for s in range(ns):
+            if st_type[s] == k:
+                cnt += 1
+                vals.append(loads[s])
+            else:
+                vals.append(0.0)
+        mean = _pw(vals) / max(cnt, 1)
+        for s in range(ns):
+            if st_type[s] == k:
+                out[s] = eff * mean + (1.0 - eff) * loads[s]
+    return out
+
+
+def _mva(demands: list[list[float]], m_max: int, rows_needed: tuple[int, int]):
+    """``core.mva_curve`` of three demand vectors: X(n) for n = 1..m_max per vector, and curve 0's queue rows."""
+    d = np.array(demands, dtype=np.float64)
+    q = np.zeros_like(d)
+    xs = np.empty((d.shape[0], m_max))
+    qrows = {0: [0.0] * d.shape[1]}
+    r_s = np.empty_like(d)
+    for n in range(1, m_max + 1):
+        np.add(q, 1.0, out=r_s)
+        np.multiply(d, r_s, out=r_s)
+        x = n / np.maximum(np.add.reduce(r_s, axis=-1), 1e-300)
+        q = x[:, None] * r_s
+        xs[:, n - 1] = x
+        if n in rows_needed:
+            qrows[n] = q[0].tolist()
+    return xs.tolist(), qrows
+
+
+def _interp_curve_rows(curve: list[float], vals: np.ndarray) -> np.ndarray:
+    """``core._interp_curve`` of one curve broadcast over ``vals`` (the occupancy chain's states)."""
+    arr = np.asarray(curve, dtype=np.float64)[None, :]
+    return core._interp_curve(np.broadcast_to(arr, (vals.size, arr.shape[1])), vals)
+
+
+def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
+    ex = _extras(prep)
+    gk, ge = ex["gk"], ex["ge"]
+    nb = prep.n_blocks
+    ranges = []
+    st_type: list[int] = []
+    s0 = 0
+    for k, n in enumerate(di.counts):
+        ranges.append((s0, s0 + n, k))
+        st_type.extend([k] * n)
+        s0 += n
+    ns = s0
+    cols = di.cols
+    own_p = _lpt([c[2] for c in cols], ranges, nb, ns)
+    own_d = _lpt([c[3] for c in cols], ranges, nb, ns)
+    pre = _station_loads(own_p, cols, 0, st_type, ns)
+    dec = _station_loads(own_d, cols, 1, st_type, ns)
+    pre_ref = _station_loads(own_p, cols, 2, st_type, ns)
+    dec_ref = _station_loads(own_d, cols, 3, st_type, ns)
+    dec1 = _station_loads(own_d, cols, 4, st_type, ns)
+    pre1 = _station_loads(own_p, cols, 5, st_type, ns)
+    if not di.static_sched:
+        eff = opts.balance_efficiency
+        nt = len(di.counts)
+        pre, dec, pre_ref, dec_ref, dec1, pre1 = (_balance(v, st_type, nt, eff)
+                                                  for v in (pre, dec, pre_ref, dec_ref, dec1, pre1))
+    if di.gain != 1.0:
+        g = di.gain
+        pre, dec, pre_ref, dec_ref, dec1, pre1 = ([v / g for v in x] for x in (pre, dec, pre_ref, dec_ref, dec1, pre1))
+    demand = [p + d for p, d in zip(pre, dec)]
+    m = _mx(di.batches, 1.0)
+    m_max = int(math.ceil(m))
+    lo_row, hi_row = int(math.floor(m - 1.0)), int(math.ceil(m - 1.0))
+    (curve, curve_b, curve_1), qrows = _mva([demand, dec_ref, dec1], m_max, (lo_row, hi_row))
+    xp = [float(n) for n in range(1, m_max + 1)]
+    x_mva = _interp1(m, xp, curve)
+    x_hbm = di.hbm_bps / _mx(di.mem_bytes, 1e-300)
+    x = _mn(x_mva, x_hbm)
+    if not di.feasible:
+        x = 0.0
+    cap_tok = x * di.tokens
+    mu_max = x * di.admits
+    q_lo, q_hi = qrows[lo_row], qrows[hi_row]
+    wq = (m - 1.0) - math.floor(m - 1.0)
+    prefill_lat = _pw([p * (1.0 + (a + wq * (b - a))) for p, a, b in zip(pre, q_lo, q_hi)])
+    cycle_time = m / _mx(x, 1e-300) if x > 0 else _INF
+    static_b = di.static_batching
+    dec_passes = _mx(di.passes - (1.0 if static_b else 0.0), 1e-9)
+    tpot = (cycle_time - prefill_lat) / dec_passes if static_b else cycle_time
+    tpot = _mx(tpot, 0.0)
+
+    lam = prep.arrival_per_s
+    bsz = di.batch
+    l1 = float(core.order_stats(prep, int(bsz))[0])
+    pre_sum = _pw(pre_ref)
+    pre_max = max(pre_ref) if ns else 0.0
+    hb = di.hbm_bps / _mx(di.memb, 1e-300)
+    h1 = di.hbm_bps / _mx(di.mem1, 1e-300)
+
+    def taus(dc: float) -> tuple[float, float]:
+        xb = _mn(_interp1(dc, xp, curve_b), hb)
+        x1 = _mn(_interp1(dc, xp, curve_1), h1)
+        tb, t1 = dc / _mx(xb, 1e-300), dc / _mx(x1, 1e-300)
+        k1 = _mx(tb - t1, 0.0) / _mx(bsz - 1.0, 1e-9) if bsz > 1 else 0.0
+        return _mx(tb - k1 * bsz, 0.0), k1
+
+    e_l1 = _interp1(l1, gk, ge)
+    conc = m
+    for _ in range(4):
+        tau0, tau1 = taus(conc)
+        life = pre_sum + tau0 * l1 + tau1 * bsz * e_l1
+        conc = _mn(_mx(lam / _mx(bsz, 1.0) * life, 1.0), m) if static_b else m
+    tau0, tau1 = taus(conc)
+    out_tok = prep.stats.output_mean_tok
+    if static_b:
+        a_mean = bsz * e_l1 / _mx(l1, 1e-9)
+        tpot = tau0 + tau1 * a_mean
+    fl_m = math.floor(di.batches + 1e-9)
+    fl_feasible = di.feasible and fl_m >= 1
+    fl_m = float(fl_m) if di.feasible else 0.0
+    r_tok = _mn(cap_tok, lam * out_tok)
+    r_adm = _mn(mu_max, lam)
+    tau_b = [n / _mx(_mn(cb, hb), 1e-300) for n, cb in zip(range(1, m_max + 1), curve_b)]
+    t_end = float(prep.horizon_s if np.isfinite(prep.horizon_s) else 2.0 * prep.window_s[1])
+    w0, w1 = prep.window_s
+    rho = lam / _mx(mu_max, 1e-300) if mu_max > 0 else _INF
+    thr, wait, ttft, pi = 0.0, 0.0, _INF, None
+    over = rho >= 1.0 or not math.isfinite(rho)
+    a0 = prep.first_arrival_s
+    if static_b:
+        seq = _batch_sequence(prep, ex, fl_m, bsz, a0, lam, pre_sum, pre_max, tau0, tau1, l1, e_l1, tau_b, t_end)
+        n0, n1 = _static_curves(ex, seq, bsz, r_tok, fl_feasible, w0, w1)
+        thr = (n1 - n0) / max(w1 - w0, 1e-300)
+        tt = _static_ttft(seq, bsz, a0, lam, r_adm, pre_sum, fl_feasible, w0, w1, prep.horizon_s, opts.ttft_from)
+        bb = _mx(bsz, 1.0)
+        rho_p = lam / bb * pre_max
+        ca2 = 1.0 / bb
+        cs2 = ex["prompt_scv"] / bb
+        w_p = rho_p / (1.0 - rho_p) * (ca2 + cs2) / 2.0 * pre_max if rho_p < 1.0 else _INF
+        n_win = lam * max(w1 - w0, 0.0) / bb
+        w_p = _mn(w_p, 0.5 * pre_max * math.sqrt(n_win * (ca2 + cs2)))
+        ttft = tt + w_p if math.isfinite(tt) else _INF
+        wait = w_p
+    else:
+        one = lambda v: np.array([v])  # noqa: E731 - fluid.continuous_requests takes arrays over designs
+        sub = fluid.FluidInputs(
+            m=one(fl_m), B=one(bsz), a0=one(a0), lam=one(lam), pre_sum=one(pre_sum), pre_max=one(pre_max),
+            tau0=one(tau0), tau1=one(tau1), static=one(False), l1=one(l1), r_tok=one(r_tok), r_adm=one(r_adm),
+            grid_k=prep.grid_k, grid_emin=prep.grid_emin, feasible=one(fl_feasible),
+            tauB_curve=np.array([tau_b]), t_end=t_end, grid_cdf=prep.grid_cdf,
+        )
+        sub.pre1_sum = one(_pw(pre1))
+        sub.admits_cycle = one(di.admits)
+        sub.cap_tok = one(cap_tok)
+        sub.horizon = prep.horizon_s
+        sub.steps = prep.stats.steps
+        thr_c, ttft_c = fluid.continuous_requests(sub, w0, w1, prep.horizon_s, from_=opts.ttft_from)
+        thr = float(thr_c[0])
+        ttft = float(ttft_c[0]) if np.isfinite(ttft_c[0]) else _INF
+    stat_thr = cap_tok if over else lam * out_tok
+    if not over:
+        u = bsz if static_b else 1.0
+        n_adm = int(max(1, round(float(m * bsz / u))))
+        nb_in = np.arange(1, n_adm + 1) * u / bsz
+        xn = np.where(nb_in >= 1.0, _interp_curve_rows(curve, np.minimum(nb_in, m)), nb_in * curve[0])
+        mu_n = np.minimum(xn, x_hbm) * di.admits / u
+        mu_n[-1] = mu_max / u
+        mu_n = np.maximum.accumulate(mu_n)
+        lam_u = lam / u
+        room = int(min(2000, max(1.0, lam_u * t_end)))
+        from hydra_opt.evaluate.estimator import markov
+
+        pi, _ = markov.occupancy_chain(lam_u, mu_n, n_adm, room)
+        nn = np.arange(pi.size)
+        queue = np.maximum(nn - n_adm, 0)
+        g_d = np.concatenate([[0.0], mu_n, np.full(pi.size - 1 - n_adm, mu_n[-1])])[: pi.size] * u * out_tok
+        stat_thr = float((pi * g_d).sum())
+        wait = float((pi * queue).sum()) / lam_u * (1.0 + ex["service_scv"]) / 2.0 if lam > 0 else 0.0
+        if opts.ttft_from == "arrival" and math.isfinite(ttft) and not static_b:
+            ttft += wait
+    if not di.feasible:
+        ttft, thr = _INF, 0.0
+    util = [dm * x for dm in demand]
+    if not di.feasible:
+        bottleneck = "infeasible"
+    elif rho < 1.0:
+        bottleneck = "arrivals"
+    elif x_hbm < x_mva:
+        bottleneck = "hbm"
+    elif di.mem_limited and di.batches < ns:
+        bottleneck = "memory_capacity"
+    else:
+        k = int(np.argmax(util))
+        bottleneck = f"compute:{di.names[st_type[k]]}"
+    diag = dict(
+        pi=None if pi is None else np.round(pi[: int(np.searchsorted(np.cumsum(pi), 1.0 - 1e-9)) + 1], 12),
+        pi_states=0 if pi is None else int(pi.size),
+        rho=float(rho),
+        regime="overload" if over else "stationary",
+        stationary_throughput_tok_s=float(stat_thr),
+        decode_concurrency=float(conc),
+        mu_max_req_s=float(mu_max),
+        cycles_per_s_pipeline=float(x_mva),
+        cycles_per_s_hbm_cap=float(x_hbm),
+        batches_in_flight=float(di.batches),
+        prefill_latency_s=float(prefill_lat),
+        queue_wait_s=float(wait),
+        arrival_per_s=prep.arrival_per_s,
+        window_s=list(prep.window_s),
+        max_utilisation=float(max(util)) if util else 0.0,
+    )
+    return Estimate(
+        throughput_tok_s=float(thr),
+        ttft_mean_s=float(ttft),
+        tpot_mean_s=float(tpot),
+        capacity_tok_s=float(cap_tok),
+        bottleneck=bottleneck,
+        diagnostics=diag,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Static batching fluid (fluid.batch_sequence / static_curves / static_ttft with D = 1)
+
+
+def _batch_sequence(prep, ex, m_fl, b, a0, lam, pre_sum, pre_max, tau0, tau1, l1, e_l1, tau_b, t_end,
+                    k_cap: int = 64, n_iter: int = 2, n_t: int = 96) -> dict:
+    m = _mx(math.floor(m_fl), 1.0)
+    lam = _mx(lam, 1e-300)
+    need = lam * _mx(t_end - a0, 0.0) / _mx(b, 1.0)
+    k_need = 1 if need != need else int(max(min(math.ceil(need) + 1, k_cap), 1)) if math.isfinite(need) else k_cap
+    k_max = k_need
+    gk_a, ge_a = prep.grid_k, prep.grid_emin
+    full = _mx(tau0 + tau1 * b, 1e-300)
+    w_of_k = (tau0 * gk_a + tau1 * b * ge_a) / full
+    surv = _cached(("surv", id(prep), b), lambda: (1.0 - prep.grid_cdf[None, :] ** np.array([b])[:, None])[0])
+    tg = _cached(("tg", t_end, n_t), lambda: np.linspace(0.0, t_end, n_t))
+    tg_l = _cached(("tgl", t_end, n_t), lambda: tg.tolist())
+    dt = tg[1] - tg[0]
+    m_max = len(tau_b)
+    curve = np.array(tau_b)
+    tau_m = tau_b[min(max(int(m) - 1, 0), m_max - 1)]
+    g_rate = 1.0 / tau_m
+    g_t = tg / tau_m
+    gform = [a0 + ((i + 1.0) * b - 1.0) / lam for i in range(k_max)]
+    t_last = tg_l[-1]
+    lim = m - 1.0 + 1e-6
+    for _ in range(n_iter):
+        alive = np.zeros(n_t)
+        dec = np.zeros(n_t)
+        form = [0.0] * k_max
+        first = [0.0] * k_max
+        gt_l = g_t.tolist()
+        c_prev = -_INF
+        p = 0  # first slot-free grid index found so far: live batches only grow, so it never moves back
+        for i in range(k_max):
+            g = gform[i]
+            j0 = bisect.bisect_left(tg_l, g)
+            f = max(g, t_last)
+            if j0 < n_t:
+                j = p if p > j0 else j0
+                while j < n_t and not alive[j] <= lim:
+                    j += 1
+                p = j
+                if j < n_t:
+                    f = g if j == j0 else tg_l[j]
+            f = max(f, g)
+            c = max(f + pre_sum, c_prev + pre_max)
+            if i < k_need:
+                g_c = _interp1(c, tg_l, gt_l) + max(c - t_last, 0.0) * g_rate
+                ic = bisect.bisect_left(tg_l, c)
+                jf = bisect.bisect_left(tg_l, f)
+                if ic < n_t:
+                    w = np.maximum(g_t[ic:] - g_c, 0.0)
+                    a = _vinterp(_vinterp(w, w_of_k, gk_a), gk_a, surv)
+                    alive[ic:] += a
+                    dec[ic:] += a
+                if jf < ic:
+                    alive[jf:ic] += 1.0
+            form[i], first[i] = f, c
+            c_prev = c
+        dd = np.clip(dec, 1.0, m_max)
+        lo = np.floor(dd).astype(np.int64)
+        hi = np.minimum(lo + 1, m_max)
+        wgt = dd - lo
+        tau_t = curve[lo - 1] * (1 - wgt) + curve[hi - 1] * wgt
+        g_t = np.concatenate([np.zeros(1), np.cumsum(dt / tau_t[:-1])])
+    return dict(form=form, first=first, t=tg, G=g_t, g_rate_end=1.0 / tau_m, w_of_k=w_of_k, k_used=k_need, lam=lam)
+
+
+def _static_curves(ex, seq, b, r_tok, feasible, w0, w1) -> tuple[float, float]:
+    """Cumulative tokens at ``w0`` and ``w1`` (``fluid.static_curves`` for one design)."""
+    if not feasible:
+        return 0.0, 0.0
+    tt = np.array([w0, w1])
+    tg, g = seq["t"], seq["G"]
+    rate = seq["g_rate_end"]
+    first = np.array(seq["first"])
+    g_t = _vinterp(tt, tg, g) + np.maximum(tt - tg[-1], 0.0) * rate
+    g_c = _vinterp(first, tg, g) + np.maximum(first - tg[-1], 0.0) * rate
+    w = np.maximum(g_t[None, :] - g_c[:, None], 0.0)
+    gk, ge = np.asarray(ex["prep"].grid_k), np.asarray(ex["prep"].grid_emin)
+    ku = int(seq["k_used"])
+    kk = _vinterp(w[:ku], seq["w_of_k"], gk)
+    out = (b * ((tt[None, :] >= first[:ku, None]) + _vinterp(kk, gk, ge))).sum(axis=0)
+    out += r_tok * np.maximum(tt - first[ku - 1], 0.0)
+    return float(out[0]), float(out[1])
+
+
+def _static_ttft(seq, b_f, a0, lam_raw, r_adm, pre_sum, feasible, t0, t1, horizon, from_) -> float:
+    """``fluid.static_ttft`` for one design."""
+    if not feasible:
+        return float("nan")
+    lam = seq["lam"]
+    k = int(seq["k_used"])
+    first = np.array(seq["first"][:k])
+    form = np.array(seq["form"][:k])
+    b = int(round(b_f))
+    n = np.arange(k * b)
+    arr = a0 + n / lam
+    bi = n // b
+    tf = first[bi]
+    start = arr if from_ == "arrival" else form[bi]
+    sel = (arr >= t0) & (arr <= t1) & (tf <= horizon)
+    parts = [tf[sel] - start[sel]]
+    n_last = k * b
+    if r_adm > 0 and a0 + n_last / lam <= t1:
+        n2 = np.arange(n_last, int(min(lam * (t1 - a0) + 1, n_last + 20000)))
+        arr2 = a0 + n2 / lam
+        tf2 = np.maximum(first[-1] + (n2 - n_last + 1) / r_adm, arr2 + pre_sum)
+        start2 = arr2 if from_ == "arrival" else tf2 - pre_sum
+        sel2 = (arr2 >= t0) & (tf2 <= horizon)
+        parts.append(tf2[sel2] - start2[sel2])
+    vals = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    return float(np.mean(vals)) if vals.size else float("nan")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def estimate_one(design, prep: core.Prepared, opts: EstimatorOptions, library=None) -> Estimate:
+    """The estimate of one design: the reference path's result (``core.solve``), computed at type level."""
+    lib = library or core._library()
+    try:
+        di = _design(design, prep, opts, lib)
+        if di is not None:
+            return _solve(di, prep, opts)
+    except (ArithmeticError, ValueError):  # a degenerate design (e.g. NaN rates): numpy semantics decide
+        pass
+    inp = core.design_inputs(design, prep, opts, library=lib)
+    return core._to_estimate(core.solve(inp, prep, opts, sparse=True), inp, prep, 0)
