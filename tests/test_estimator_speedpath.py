@@ -1,0 +1,217 @@
+"""The single-design fast path (``estimator.single``) gives the reference array path's results.
+
+``estimate()`` runs ``estimator.single`` (type-level, Python floats); ``core.estimate_reference`` runs
+``core.design_inputs`` + ``core.solve`` on a one-design array — the definition. They must agree to rounding on
+every field (throughput, TTFT, TPOT, capacity, bottleneck, π and all diagnostics) across the three models, both
+batchings, every scheduler, lending, the placement policies and presets; and both must still give the values
+stored below (computed before the fast path existed, at commit f0997de).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from hydra_opt.evaluate.estimator import EstimatorOptions, capacities, core, estimate, markov, single, space_arrays
+from hydra_opt.system.design import DesignPoint
+from hydra_opt.system.space import paper_space
+from hydra_opt.workload.models import load_model
+from hydra_opt.workload.workload import load_workload
+
+_MODELS: dict = {}
+_WORKLOADS: dict = {}
+
+
+def _model(name: str):
+    if name not in _MODELS:
+        _MODELS[name] = load_model(name)
+    return _MODELS[name]
+
+
+def _workload(name: str):
+    if name not in _WORKLOADS:
+        _WORKLOADS[name] = load_workload(name)
+    return _WORKLOADS[name]
+
+
+def _spread(space_name: str, n: int, seed: int, **policies) -> list[DesignPoint]:
+    """``n`` designs of a paper space spread over its compositions, bandwidths and batch sizes."""
+    space = paper_space(space_name)
+    rng = np.random.default_rng(seed)
+    out = []
+    for ci in rng.choice(len(space.compositions), n, replace=False):
+        n_mem, counts = space.compositions[int(ci)]
+        out.append(DesignPoint(counts=counts, memory=space.memory, n_mem=n_mem,
+                               d2d_bw_gbps=float(rng.choice(space.d2d_bws_gbps)),
+                               max_batch=int(rng.choice(space.batch_sizes)), precision=space.precision,
+                               **{"placement": "cp", "batching": "static", "scheduler": "static", **policies}))
+    return out
+
+
+# (model, space, workload, options, design policies, designs)
+CASES = [
+    ("llama-3-8b", "llama3", "arxiv", dict(horizon_s=60.0), {}, 10),
+    ("llama-3-8b", "llama3", "hydra-chat", dict(horizon_s=20.0), dict(batching="continuous", scheduler="fcfs"), 5),
+    ("mamba2-2.7b", "mamba2", "bwb", dict(horizon_s=60.0, ttft_from="batch_start"), dict(scheduler="worksteal"), 5),
+    ("mamba2-2.7b", "mamba2", "chat", dict(horizon_s=None, n_requests=300, lend=True), dict(scheduler="elastic"), 5),
+    ("nemotron-h-4b", "nemotron_h", "chat", dict(horizon_s=60.0, lend=True),
+     dict(batching="continuous", scheduler="elastic"), 5),
+    ("nemotron-h-4b", "nemotron_h", "hydra-longwriter", dict(horizon_s=20.0, placement_preset="paper"),
+     dict(placement="rr"), 5),
+    ("nemotron-h-4b", "nemotron_h", "arxiv", dict(horizon_s=60.0, balance_efficiency=0.5, max_batches_in_flight=3),
+     dict(placement="random", scheduler="fcfs"), 5),
+]
+
+
+def _same(a, b, path: str = "") -> list[str]:
+    """Differences between two ``Estimate.to_dict()`` trees beyond rounding (1e-12 relative)."""
+    if isinstance(a, dict):
+        if set(a) != set(b):
+            return [f"{path}: keys differ"]
+        return [m for k in a for m in _same(a[k], b[k], f"{path}.{k}")]
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return [f"{path}: length {len(a)} != {len(b)}"]
+        return [m for i, (x, y) in enumerate(zip(a, b)) for m in _same(x, y, f"{path}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float):
+        ok = a == b or (math.isfinite(a) and abs(a - b) <= 1e-12 * max(abs(a), abs(b)))
+        return [] if ok else [f"{path}: {a!r} != {b!r}"]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_fast_path_equals_reference_path(case: int, monkeypatch) -> None:
+    model_name, space, wl_name, opt_kw, policies, n = CASES[case]
+    model, wl = _model(model_name), _workload(wl_name)
+    opts = EstimatorOptions(**opt_kw)
+    designs = _spread(space, n, seed=case, **policies)
+    refs = [core.estimate_reference(d, model, wl, options=opts).to_dict() for d in designs]
+    # The fast path must not fall back to the array path for ordinary designs.
+    monkeypatch.setattr(core, "design_inputs", lambda *a, **k: pytest.fail("fast path fell back to design_inputs"))
+    for d, ref in zip(designs, refs):
+        got = estimate(d, model, wl, options=opts).to_dict()
+        diff = _same(ref, got)
+        assert not diff, (d, diff[:5])
+
+
+def test_fast_path_agrees_with_vectorised_space() -> None:
+    """Same tolerance as the scalar/vectorised check in test_estimator_core (the fluid sweeps differ)."""
+    model, wl = _model("llama-3-8b"), _workload("arxiv")
+    opts = EstimatorOptions(horizon_s=60.0, n_requests=200)
+    designs = _spread("llama3", 12, seed=7)
+    a = space_arrays(designs, model, wl, options=opts)
+    for i, d in enumerate(designs):
+        e = estimate(d, model, wl, options=opts)
+        assert a["throughput_tok_s"][i] == pytest.approx(e.throughput_tok_s, rel=1e-6, abs=1e-9)
+        assert a["capacity_tok_s"][i] == pytest.approx(e.capacity_tok_s, rel=1e-9)
+        assert a["tpot_mean_s"][i] == pytest.approx(e.tpot_mean_s, rel=1e-6)
+        assert str(a["bottleneck"][i]) == e.bottleneck
+        if np.isfinite(e.ttft_mean_s):
+            assert a["ttft_mean_s"][i] == pytest.approx(e.ttft_mean_s, rel=1e-6)
+        else:
+            assert not np.isfinite(a["ttft_mean_s"][i])
+
+
+# Values of estimate() at commit f0997de (before the fast path): model, workload, options, design, expected
+# (throughput tok/s, TTFT s, TPOT s, bottleneck).
+GOLDEN = [
+    ("llama-3-8b", "arxiv", dict(horizon_s=60.0),
+     dict(counts=(("tscs_d", 1), ("tscs_p", 13)), n_mem=10, d2d_bw_gbps=640.0, max_batch=2),
+     (114.87567616844606, 6.29185013367528, 0.17927548964950366, "compute:tscs_d")),
+    ("llama-3-8b", "hydra-chat", dict(horizon_s=30.0),
+     dict(counts=(("tscs_d", 2), ("tscs_p", 19)), n_mem=3, d2d_bw_gbps=384.0, max_batch=16),
+     (1035.9251113882956, 0.9357816779271982, 0.2201434570432084, "compute:tscs_d")),
+    ("llama-3-8b", "longwriter", dict(horizon_s=60.0),
+     dict(counts=(("tscs_d", 4), ("tscs_p", 7)), n_mem=13, d2d_bw_gbps=256.0, max_batch=64, batching="continuous",
+          scheduler="fcfs"),
+     (110.9459081282203, 0.3136695485100292, 0.3358524291238696, "memory_capacity")),
+    ("mamba2-2.7b", "bwb", dict(horizon_s=60.0),
+     dict(counts=(("marca_d", 1), ("marca_p", 20)), n_mem=3, d2d_bw_gbps=256.0, max_batch=4),
+     (342.23262544163697, 2.7889936751121276, 0.2449055083257402, "compute:marca_d")),
+    ("nemotron-h-4b", "bwb", dict(horizon_s=60.0, lend=True),
+     dict(counts=(("marca_d", 17), ("marca_p", 1), ("tscs_d", 2), ("tscs_p", 2)), n_mem=2, d2d_bw_gbps=640.0,
+          max_batch=8, placement="random", scheduler="elastic"),
+     (1235.1450143381837, 5.064548545004822, 0.02311075330202217, "arrivals")),
+    ("nemotron-h-4b", "chat", dict(horizon_s=60.0, lend=True),
+     dict(counts=(("marca_d", 1), ("marca_p", 10), ("tscs_d", 8), ("tscs_p", 3)), n_mem=2, d2d_bw_gbps=640.0,
+          max_batch=32, batching="continuous", scheduler="elastic"),
+     (168.52247604476617, 0.007826880944612943, 0.3215434255275055, "arrivals")),
+]
+
+
+@pytest.mark.parametrize("case", range(len(GOLDEN)))
+def test_stored_values_unchanged(case: int) -> None:
+    model_name, wl_name, opt_kw, fields, (thr, ttft, tpot, bottleneck) = GOLDEN[case]
+    d = DesignPoint(memory="hbm3", precision="int8", **fields)
+    opts = EstimatorOptions(**opt_kw)
+    for fn in (estimate, core.estimate_reference):
+        e = fn(d, _model(model_name), _workload(wl_name), options=opts)
+        assert e.throughput_tok_s == pytest.approx(thr, rel=1e-9)
+        assert e.ttft_mean_s == pytest.approx(ttft, rel=1e-9)
+        assert e.tpot_mean_s == pytest.approx(tpot, rel=1e-9)
+        assert e.bottleneck == bottleneck
+
+
+# ------------------------------------------------------------------------------------------ exact building blocks
+
+
+def test_pairwise_sum_is_numpys_sum() -> None:
+    rng = np.random.default_rng(0)
+    for n in list(range(0, 40)) + [127, 128, 129, 255, 300, 1000]:
+        for _ in range(20):
+            x = rng.random(n) * 10.0 ** rng.integers(-9, 4, n)
+            assert single.pairwise_sum(x.tolist()) == float(x.sum())
+    # A plain left-to-right sum differs on some of these (so the check above can fail).
+    x = np.array([1.0, 1e-16, 1e-16, 1e-16, 1e-16, 1e-16, 1e-16, 1e-16, 1e-16] * 3)
+    assert single.pairwise_sum(x.tolist()) == float(x.sum())
+
+
+def test_interp_scalar_is_numpys_interp() -> None:
+    rng = np.random.default_rng(1)
+    for t in range(300):
+        n = int(rng.integers(2, 60))
+        xp = np.maximum.accumulate(np.round(rng.random(n) * 50.0, 1 if t % 2 else 6))  # with duplicates
+        fp = np.cumsum(rng.random(n))
+        x = np.concatenate([rng.random(15) * 60.0 - 5.0, xp[:3], xp[-2:]])
+        ref = np.interp(x, xp, fp)
+        got = [single.interp_scalar(v, xp.tolist(), fp.tolist()) for v in x.tolist()]
+        assert got == ref.tolist()
+
+
+def test_birth_death_direct_csc_equals_spsolve() -> None:
+    rng = np.random.default_rng(2)
+    for t in range(60):
+        k = int(rng.integers(1, 400)) if t % 3 else int(rng.integers(1, 5))
+        b = rng.random(k) * 3.0
+        d = np.maximum.accumulate(rng.random(k) * 5.0 + 0.1)
+        diag = np.zeros(k + 1)
+        diag[:-1] -= b
+        diag[1:] -= d
+        ref = markov._birth_death_spsolve(b, d, diag)
+        got = markov.birth_death_stationary(b, d)
+        assert np.array_equal(ref, got)
+        assert got.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_type_level_lpt_equals_assign_blocks() -> None:
+    """Stations of one type share a column; exact and near (last-bit) ties must resolve as the reference does."""
+    rng = np.random.default_rng(3)
+    for t in range(200):
+        n_types = int(rng.integers(1, 4))
+        counts = [int(c) for c in rng.integers(1, 6, n_types)]
+        nb = int(rng.integers(1, 20))
+        base = rng.integers(1, 4, (nb, n_types)).astype(float) * (1.0 if t % 2 else 0.1)  # many exact ties
+        if t % 5 == 0:
+            base = base * (1.0 + rng.integers(0, 2, base.shape) * 2.0**-52)  # last-bit differences
+        base[rng.random(base.shape) < 0.15] = np.inf  # ineligible
+        cols = np.repeat(base, counts, axis=1)
+        _, own_ref = capacities.assign_blocks(cols[None])
+        ranges, s0 = [], 0
+        for k, c in enumerate(counts):
+            ranges.append((s0, s0 + c, k))
+            s0 += c
+        own = single._lpt([base[:, k].tolist() for k in range(n_types)], ranges, nb, s0)
+        assert own == own_ref[0].tolist()
