@@ -172,3 +172,22 @@ def ratio_cause(ours_tp: float, ours_ttft: float, ref_tp: float, ref_ttft: float
         d_tt = abs(math.log(ours_ttft / ref_ttft))
         parts.append("the gap is mostly in " + ("TTFT" if d_tt > d_tp else "throughput"))
     return "; ".join(parts)
+
+
+def safe_ratio(a: float, b: float) -> float:
+    """``a / b``, NaN when either is not a finite number or ``b`` is 0 (short runs can produce no token)."""
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return math.nan
+    if not (math.isfinite(a) and math.isfinite(b)) or b == 0:
+        return math.nan
+    return a / b
+
+
+def finite_extreme(table: dict, fn) -> Any:
+    """Key of ``fn`` (min or max) over the finite values of ``table`` (the first key if none is finite)."""
+    keys = [k for k, v in table.items() if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not keys:
+        return next(iter(table))
+    return fn(keys, key=lambda k: table[k])

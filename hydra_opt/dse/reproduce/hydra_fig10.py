@@ -25,6 +25,8 @@ from hydra_opt.dse.reproduce._hydra_sims import (
     ratio_cause,
     score,
     sim_options,
+    safe_ratio,
+    finite_extreme,
     simulate_cached,
 )
 from hydra_opt.dse.reproduce.common import Row, Section
@@ -74,14 +76,20 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         v = ref.get(f"{d}-{o}-{p}")
         return score(v[0], v[1], o) if v else math.nan
 
-    ours = {(d, o, p): sc(d, o, p) / sc(d, o, "rr") for d in dss for o in objs for p in placements}
-    arti = {(d, o, p): ref_sc(d, o, p) / ref_sc(d, o, "rr") for d in dss for o in objs for p in placements}
+    def _cause(d: str, o: str, a: str, b: str) -> str:
+        ra, rb = res[d, o, a], res[d, o, b]
+        va, vb = ref.get(f"{d}-{o}-{a}", [math.nan] * 2), ref.get(f"{d}-{o}-{b}", [math.nan] * 2)
+        return ratio_cause(safe_ratio(ra.throughput_tok_s, rb.throughput_tok_s), safe_ratio(ra.ttft_mean_s, rb.ttft_mean_s),
+                           safe_ratio(va[0], vb[0]), safe_ratio(va[1], vb[1]), o)
+
+    ours = {(d, o, p): safe_ratio(sc(d, o, p), sc(d, o, "rr")) for d in dss for o in objs for p in placements}
+    arti = {(d, o, p): safe_ratio(ref_sc(d, o, p), ref_sc(d, o, "rr")) for d in dss for o in objs for p in placements}
     h = horizon(spec, quick)
     rows: list[Row] = []
     short = h < 100
     note_h = (f"quick mode: {h:g} simulated s instead of the paper's 100 s, so long-decode workloads (LW, BWB) "
               "finish few or no requests and whole-run throughput includes the ramp-up; " if short else "")
-    cp_b = [ours[d, "bstar", "cp"] for d in dss]
+    cp_b = [ours[d, "bstar", "cp"] for d in dss]  # NaN where a short run produced no token
     cp_m = [ours[d, "mt", "cp"] for d in dss]
     ar_b = [arti[d, "bstar", "cp"] for d in dss]
     ar_m = [arti[d, "mt", "cp"] for d in dss]
@@ -90,7 +98,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         m_o, m_a = _mean(our_vals), _mean(art_vals)
         if not (math.isfinite(m_o) and abs(m_o / paper - 1) > 0.25):
             return f"artifact data give {m_a:.2f}× over the same datasets"
-        worst = max(range(len(dss)), key=lambda i: abs(our_vals[i] - art_vals[i]))
+        worst = finite_extreme({i: abs(our_vals[i] - art_vals[i]) for i in range(len(dss))}, max)
         return (f"{note_h}artifact data give {m_a:.2f}×; largest per-dataset gap {DS_LABEL[dss[worst]]}: ours "
                 f"{our_vals[worst]:.2f}× vs artifact {art_vals[worst]:.2f}× (per-bar rows below)")
 
@@ -100,20 +108,16 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
                     mean_comment(cp_m, ar_m, PAPER["cp_rr_mt_mean"])))
     if "random" in placements:
         for o, key in (("bstar", "cp_random_bstar"), ("mt", "cp_random_mt")):
-            vals = [ours[d, o, "cp"] / ours[d, o, "random"] for d in dss]
-            avals = [arti[d, o, "cp"] / arti[d, o, "random"] for d in dss]
+            vals = {d: safe_ratio(ours[d, o, "cp"], ours[d, o, "random"]) for d in dss}
+            avals = {d: safe_ratio(arti[d, o, "cp"], arti[d, o, "random"]) for d in dss}
             lab = "TP/TTFT" if o == "bstar" else "throughput"
             for j, (fn, name) in enumerate(((min, "min"), (max, "max"))):
-                v = fn(vals)
-                paper = PAPER[key][j]
-                i = vals.index(v)
-                cmt = (f"{name} at {DS_LABEL[dss[i]]}; artifact data {name} {fn(avals):.2f}×"
-                       + (f"; {note_h.rstrip('; ')}" if abs(v / paper - 1) > 0.25 and short else "")
-                       + ("; " + ratio_cause(res[dss[i], o, "cp"].throughput_tok_s / res[dss[i], o, "random"].throughput_tok_s,
-                                             res[dss[i], o, "cp"].ttft_mean_s / res[dss[i], o, "random"].ttft_mean_s,
-                                             ref[f"{dss[i]}-{o}-cp"][0] / ref[f"{dss[i]}-{o}-random"][0],
-                                             ref[f"{dss[i]}-{o}-cp"][1] / ref[f"{dss[i]}-{o}-random"][1], o)
-                          if abs(v / paper - 1) > 0.25 else ""))
+                di = finite_extreme(vals, fn)
+                v, paper = vals[di], PAPER[key][j]
+                off = math.isfinite(v) and abs(v / paper - 1) > 0.25
+                cmt = (f"{name} at {DS_LABEL[di]}; artifact data {name} {avals[finite_extreme(avals, fn)]:.2f}×"
+                       + (f"; {note_h.rstrip('; ')}" if off and short else "")
+                       + ("; " + _cause(di, o, "cp", "random") if off else ""))
                 rows.append(Row(f"CP vs random, {OBJ_LABEL[o]} {lab}, {name} over datasets", paper, v, "x", cmt))
     for o in objs:
         for d in dss:
@@ -122,9 +126,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
             cmt = ""
             if math.isfinite(a) and math.isfinite(b) and abs(a / b - 1) > 0.25:
                 r_cp, r_rr = res[d, o, "cp"], res[d, o, "rr"]
-                cmt = (ratio_cause(r_cp.throughput_tok_s / r_rr.throughput_tok_s, r_cp.ttft_mean_s / r_rr.ttft_mean_s,
-                                   ref[f"{d}-{o}-cp"][0] / ref[f"{d}-{o}-rr"][0],
-                                   ref[f"{d}-{o}-cp"][1] / ref[f"{d}-{o}-rr"][1], o)
+                cmt = (_cause(d, o, "cp", "rr")
                        + f"; completed requests CP {r_cp.completed_requests} / RR {r_rr.completed_requests}"
                        + (f" in {h:g} s" if short else ""))
             rows.append(Row(f"CP vs RR, {DS_LABEL[d]} {OBJ_LABEL[o]} {lab} (artifact Fig. 10 data)", b, a, "x", cmt))
@@ -173,7 +175,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
                             f"{int((util > 0.5).sum())} of {util.size} | {pc_txt} |")
         if "rr" in util_stats and "cp" in util_stats:
             heat_rows.append(Row(f"Fig. 11 mean NoI link utilisation, CP / RR ({DS_LABEL[hm_d]} {OBJ_LABEL[hm_o]})",
-                                 None, util_stats["cp"][0] / util_stats["rr"][0] if util_stats["rr"][0] else None, "x",
+                                 None, safe_ratio(util_stats["cp"][0], util_stats["rr"][0]), "x",
                                  "paper: CP 'significantly reduces bandwidth pressure' (lighter links), no number given; "
                                  "< 1 means CP loads the NoI less"))
     rows += heat_rows

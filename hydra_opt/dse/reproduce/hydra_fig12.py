@@ -22,6 +22,8 @@ from hydra_opt.dse.reproduce._hydra_sims import (
     ratio_cause,
     score,
     sim_options,
+    safe_ratio,
+    finite_extreme,
     simulate_cached,
 )
 from hydra_opt.dse.reproduce.common import Row, Section
@@ -72,17 +74,21 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         return score(v[0], v[1], o) if v else math.nan
 
     cases = [(d, o) for o in objs for d in dss]
-    ours = {(d, o, s): sc(d, o, s) / sc(d, o, "static") for d, o in cases for s in scheds}
-    arti = {(d, o, s): rsc(d, o, s) / rsc(d, o, "static") for d, o in cases for s in scheds}
+    ours = {(d, o, s): safe_ratio(sc(d, o, s), sc(d, o, "static")) for d, o in cases for s in scheds}
+    arti = {(d, o, s): safe_ratio(rsc(d, o, s), rsc(d, o, "static")) for d, o in cases for s in scheds}
     note_h = (f"quick mode ({h:g} simulated s, paper 100 s): static batches of long-decode requests (ArXiv, BWB, "
               "LW) barely complete, so the schedulers see only the first batches" if short else "")
     rows: list[Row] = []
 
+    def _off(v: float, paper: float) -> bool:
+        return math.isfinite(safe_ratio(v, paper)) and abs(v / paper - 1) > 0.25
+
     def cause(d: str, o: str, a: str, b: str) -> str:
         ra, rb = res[d, o, a], res[d, o, b]
         va, vb = ref.get(f"{d}-{o}-{a}"), ref.get(f"{d}-{o}-{b}")
-        txt = ratio_cause(ra.throughput_tok_s / rb.throughput_tok_s, ra.ttft_mean_s / rb.ttft_mean_s,
-                          va[0] / vb[0] if va and vb else math.nan, va[1] / vb[1] if va and vb else math.nan, o)
+        va, vb = va or [math.nan] * 2, vb or [math.nan] * 2
+        txt = ratio_cause(safe_ratio(ra.throughput_tok_s, rb.throughput_tok_s), safe_ratio(ra.ttft_mean_s, rb.ttft_mean_s),
+                          safe_ratio(va[0], vb[0]), safe_ratio(va[1], vb[1]), o)
         return f"{DS_LABEL[d]} {OBJ_LABEL[o]}: {txt}" + (f"; {note_h}" if note_h else "")
 
     for o, key in (("bstar", "elastic_static_bstar"), ("mt", "elastic_static_mt")):
@@ -90,19 +96,19 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
             continue
         vals = {d: ours[d, o, "elastic"] for d in dss}
         for j, (fn, name) in enumerate(((min, "min"), (max, "max"))):
-            d = fn(vals, key=lambda k: vals[k])
+            d = finite_extreme(vals, fn)
             v, paper = vals[d], PAPER[key][j]
             lab = "TP/TTFT" if o == "bstar" else "throughput"
-            cmt = f"at {DS_LABEL[d]}" + (f"; {cause(d, o, 'elastic', 'static')}" if abs(v / paper - 1) > 0.25 else "")
+            cmt = f"at {DS_LABEL[d]}" + (f"; {cause(d, o, 'elastic', 'static')}" if _off(v, paper) else "")
             rows.append(Row(f"Elastic vs static, {OBJ_LABEL[o]} {lab}, {name} over datasets", paper, v, "x", cmt))
-    vs_fcfs = {(d, o): ours[d, o, "elastic"] / ours[d, o, "fcfs"] for d, o in cases}
+    vs_fcfs = {(d, o): safe_ratio(ours[d, o, "elastic"], ours[d, o, "fcfs"]) for d, o in cases}
     for j, (fn, name) in enumerate(((min, "min"), (max, "max"))):
-        c = fn(vs_fcfs, key=lambda k: vs_fcfs[k])
+        c = finite_extreme(vs_fcfs, fn)
         v, paper = vs_fcfs[c], PAPER["elastic_fcfs"][j]
         cmt = f"at {DS_LABEL[c[0]]} {OBJ_LABEL[c[1]]}" + (
-            f"; {cause(c[0], c[1], 'elastic', 'fcfs')}" if abs(v / paper - 1) > 0.25 else "")
+            f"; {cause(c[0], c[1], 'elastic', 'fcfs')}" if _off(v, paper) else "")
         rows.append(Row(f"Elastic vs FCFS, target metric, {name} over {len(cases)} cases", paper, v, "x", cmt))
-    vs_ws = {(d, o): ours[d, o, "elastic"] / ours[d, o, "worksteal"] for d, o in cases}
+    vs_ws = {(d, o): safe_ratio(ours[d, o, "elastic"], ours[d, o, "worksteal"]) for d, o in cases}
     best = [c for c in cases if all(ours[c[0], c[1], "elastic"] >= ours[c[0], c[1], s] for s in scheds)]
     a_best = [c for c in cases if all(arti[c[0], c[1], "elastic"] >= arti[c[0], c[1], s] for s in scheds)]
     rows.append(Row(f"Cases where elastic is the best of the 4 schedulers (of {len(cases)})",
@@ -110,14 +116,14 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
                     f"best in: {', '.join(f'{DS_LABEL[d]} {OBJ_LABEL[o]}' for d, o in best) or 'none'}; artifact "
                     f"data: {len(a_best)}" + (f"; {note_h}" if note_h and len(cases) == 8 and
                                               abs(len(best) / 6 - 1) > 0.25 else "")))
-    c = max(vs_ws, key=lambda k: vs_ws[k])
+    c = finite_extreme(vs_ws, max)
     rows.append(Row("Elastic vs work-stealing, target metric, max over cases", PAPER["elastic_ws_max"], vs_ws[c], "x",
                     f"at {DS_LABEL[c[0]]} {OBJ_LABEL[c[1]]}" + (
-                        f"; {cause(c[0], c[1], 'elastic', 'worksteal')}" if abs(vs_ws[c] / 1.31 - 1) > 0.25 else "")))
+                        f"; {cause(c[0], c[1], 'elastic', 'worksteal')}" if _off(vs_ws[c], 1.31) else "")))
     for d, o in cases:
         a, b = ours[d, o, "elastic"], arti[d, o, "elastic"]
         lab = "TP/TTFT" if o == "bstar" else "TP"
-        cmt = cause(d, o, "elastic", "static") if math.isfinite(a / b) and abs(a / b - 1) > 0.25 else ""
+        cmt = cause(d, o, "elastic", "static") if _off(a, b) else ""
         rows.append(Row(f"Elastic vs static, {DS_LABEL[d]} {OBJ_LABEL[o]} {lab} (artifact Fig. 12 data)", b, a, "x", cmt))
 
     groups = [f"{DS_LABEL[d]} {OBJ_LABEL[o]}" for d, o in cases]
