@@ -264,8 +264,9 @@ def _fig10(fig_dir: Path, quick: bool) -> tuple[list[Row], str, dict]:
                         f"is {fp:.1f}× — the paper's baseline precision (Table 2) is not in our copy"))
     for a, pv in PAPER["fig10_energy_gain"].items():
         g = gain(a, "energy_j")
+        dram_share = mean("dynacore", "dram_j") / mean("dynacore", "energy_j")
         rows.append(Row(f"Fig. 10 energy gain of DynaCore over {a}", pv, g, "x",
-                        f"{setup}; measured shares: DRAM is {mean('dynacore', 'dram_j') / mean('dynacore', 'energy_j'):.0%} "
+                        f"{setup}; measured shares: DRAM is {dram_share:.0%} "
                         f"of DynaCore's energy and {mean(a, 'dram_j') / mean(a, 'energy_j'):.0%} of {a}'s, leakage "
                         f"{mean('dynacore', 'leak_j') / mean('dynacore', 'energy_j'):.1%} vs "
                         f"{mean(a, 'leak_j') / mean(a, 'energy_j'):.0%}: with 31.2 pJ/B HBM and literature 28 nm "
@@ -340,8 +341,6 @@ def run_serving(reqs: Any, prefill_cost: Any, decode_cost: Any, split: tuple[int
 
 
 def _serving(fig_dir: Path, quick: bool, seed: int) -> tuple[list[Row], list[str], str, dict]:
-    from hydra_opt.hardware.dynacore import dynacore as dyn_arch
-    from hydra_opt.hardware.dynacore import systolic
     from hydra_opt.workload.models import load_model
 
     n = QUICK_REQUESTS if quick else FULL_REQUESTS
@@ -425,12 +424,12 @@ def _serving(fig_dir: Path, quick: bool, seed: int) -> tuple[list[Row], list[str
     if ok:
         tt = ratios("planaria-fp16", "ttft_mean_s")
         tp = ratios("planaria-fp16", "tpot_mean_s")
-        rows.append(Row("§8.5 TTFT improvement over Planaria at FP16 (sensitivity)", PAPER["serving_ttft_gain"]["planaria"],
-                        float(np.mean(list(tt.values()))), "x",
+        rows.append(Row("§8.5 TTFT improvement over Planaria at FP16 (sensitivity)",
+                        PAPER["serving_ttft_gain"]["planaria"], float(np.mean(list(tt.values()))), "x",
                         f"Planaria without DQ: 2048-token prefill {pre2k['planaria-fp16']:.3f} s (FP16 rate = half "
                         f"W8A8); per workload {', '.join(f'{k} {v:.2f}×' for k, v in tt.items())}"))
-        rows.append(Row("§8.5 TPOT improvement over Planaria at FP16 (sensitivity)", PAPER["serving_tpot_gain"]["planaria"],
-                        float(np.mean(list(tp.values()))), "x",
+        rows.append(Row("§8.5 TPOT improvement over Planaria at FP16 (sensitivity)",
+                        PAPER["serving_tpot_gain"]["planaria"], float(np.mean(list(tp.values()))), "x",
                         f"batch-1 decode step {dec1['planaria-fp16'] * 1e3:.2f} ms; per workload "
                         f"{', '.join(f'{k} {v:.2f}×' for k, v in tp.items())}"))
     # Fig. 13.
@@ -495,8 +494,8 @@ def _serving(fig_dir: Path, quick: bool, seed: int) -> tuple[list[Row], list[str
     missing = [f"{k}: {wl[k]}" for k in WORKLOADS if isinstance(wl[k], Exception)]
     if missing:
         intro += " Skipped (input not found): " + "; ".join(missing) + "."
-    table = ["", "| workload | system | TTFT mean (s) | TPOT mean (ms) | prefill util | decode util | mean decode batch |",
-             "|---|---|---|---|---|---|---|"]
+    table = ["", "| workload | system | TTFT mean (s) | TPOT mean (ms) | prefill util | decode util | "
+             "mean decode batch |", "|---|---|---|---|---|---|---|"]
     for (wk, label), d in runs.items():
         table.append(f"| {wk} | {label} | {d['ttft_mean_s']:.3f} | {d['tpot_mean_s'] * 1e3:.2f} | "
                      f"{d['prefill_util']:.2f} | {d['decode_util']:.2f} | {d['mean_decode_batch']:.1f} |")
