@@ -142,8 +142,9 @@ def _cached(key, make):
     return hit
 
 
-def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> list[tuple[list[float], ...]]:
-    """Per chiplet type: (pre, dec, pre_ref, dec_ref, dec1, pre1) per block, inf where the type is ineligible.
+def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> tuple[list, tuple[list, list]]:
+    """Per chiplet type: (pre, dec, pre_ref, dec_ref, dec1, pre1) per block, inf where the type is ineligible;
+    and the LPT block orders of the prefill and decode reference columns.
 
     The eligibility rule is ``core.design_inputs``': a family's blocks run in a phase on the types built for it,
     else on the types of that family, else anywhere.
@@ -175,10 +176,12 @@ def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> lis
                     for r in rows:
                         dst[r] = src[r]
         out.append(tuple(cols))
+    # The LPT block order depends on the columns only (Ω's greedy, capacities.assign_blocks).
+    orders = (_lpt_order([c[2] for c in out], nb), _lpt_order([c[3] for c in out], nb))
     if len(_COLS) > 20000:
         _COLS.clear()
-    _COLS[key] = (prep, out)
-    return out
+    _COLS[key] = (prep, (out, orders))
+    return out, orders
 
 
 def _family_sums(prep, ex: dict, table, tkey) -> dict:
@@ -198,8 +201,23 @@ def _family_sums(prep, ex: dict, table, tkey) -> dict:
 # The design (core.design_inputs at chiplet-type level)
 
 
+def _concurrency(prep, ex: dict, n_mem: int, capacity_bytes: float, batching: str) -> float:
+    """``core.memory_concurrency`` for one design, in floats (same operations)."""
+    means = ex.get("means")
+    if means is None:
+        means = ex["means"] = (float(prep.weight_bytes.mean()), float(prep.kv_bytes_per_token.mean()),
+                               float(prep.state_bytes.mean()))
+    per = float(math.ceil(prep.n_blocks / _mx(float(n_mem), 1.0)))
+    w, kv, state = means[0] * per, means[1] * per, means[2] * per
+    st = prep.stats
+    tokens = st.prompt_mean_tok + st.output_mean_tok if batching == "static" else st.decode_ctx_mean_tok
+    free = _mx(capacity_bytes - w, 0.0)
+    need = kv * tokens + state
+    return free / _mx(need, 1e-300) if need > 0 else 1e9
+
+
 class _Design:
-    __slots__ = ("counts", "names", "cols", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch", "tokens",
+    __slots__ = ("counts", "names", "cols", "orders", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch", "tokens",
                  "admits", "passes", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
 
 
@@ -221,7 +239,7 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
     out = _Design()
     out.counts = [n for _, n in counts]
     out.names = [name for name, _ in counts]
-    out.cols = _type_columns(prep, ex, chips, tables, tkeys)
+    out.cols, out.orders = _type_columns(prep, ex, chips, tables, tkeys)
     groups = core.family_memory_groups(design, prep, n_mem, preset=opts.placement_preset, library=lib)
     sums = _family_sums(prep, ex, tables[0], tkeys[0])
 
@@ -235,9 +253,7 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
         return worst
 
     out.mem_bytes, out.mem1, out.memb = eff_bytes("mem"), eff_bytes("mem1"), eff_bytes("memb")
-    cap_bytes = float(mem.capacity_bytes)
-    conc = _cached(("conc", id(prep), n_mem, cap_bytes, batching, b),
-                   lambda: core.memory_concurrency(prep, n_mem, cap_bytes, batching, b))
+    conc = _concurrency(prep, ex, n_mem, float(mem.capacity_bytes), batching)
     ns = sum(out.counts)
     max_batches = opts.max_batches_in_flight or ns
     nbat = min(float(max_batches), math.floor(conc / b) if batching == "static" else conc / b)
@@ -248,9 +264,10 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
 
     out.tokens, out.admits, out.passes = _cached(("plan", id(prep), batching, b), plan_scalars)
     gw, gh = int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4))
-    hbm = _cached(("hbm", n_mem, float(mem.bw_gbps), d2d, gw, gh),
-                  lambda: float(core.hbm_port_cap_gbps(n_mem, float(mem.bw_gbps), d2d, gw, gh)))
-    out.hbm_bps = float(hbm) * 1e9
+    mem_bw = float(mem.bw_gbps)
+    # core.hbm_port_cap_gbps: Σ over the ring memories of min(interface, reach × link) (numpy's sum).
+    hbm = _pw([_mn(mem_bw, r * d2d) for r in core._memory_link_reach(n_mem, gw, gh)])
+    out.hbm_bps = hbm * 1e9
     gain = 1.0
     lend = opts.lend if opts.lend is not None else False
     if lend and str(design.scheduler) == "elastic":
@@ -269,7 +286,18 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
 # Solver (core.solve with D = 1)
 
 
-def _lpt(ref: list[list[float]], ranges: list[tuple[int, int, int]], nb: int, ns: int) -> list[int]:
+def _lpt_order(ref: list[list[float]], nb: int) -> list[int]:
+    """Blocks by decreasing fastest eligible time (ineligible everywhere counts as 0), stable."""
+    inf = _INF
+    key = []
+    for blk in range(nb):
+        f = min(col[blk] for col in ref)
+        key.append(f if f != inf else 0.0)
+    return sorted(range(nb), key=lambda j: -key[j])
+
+
+def _lpt(ref: list[list[float]], ranges: list[tuple[int, int, int]], nb: int, ns: int,
+         order: list[int] | None = None) -> list[int]:
     """``capacities.assign_blocks`` for stations grouped by type (identical columns inside a type).
 
     Same greedy and tie-breaking: blocks by decreasing fastest eligible time (stable), each to the first station
@@ -277,33 +305,29 @@ def _lpt(ref: list[list[float]], ranges: list[tuple[int, int, int]], nb: int, ns
     differs by less than the rounding of the sum (then the exact comparison decides, as the reference does).
     """
     inf = _INF
-    key = []
-    for blk in range(nb):
-        f = min(ref[k][blk] for _, _, k in ranges)
-        key.append(f if f != inf else 0.0)
-    order = sorted(range(nb), key=lambda j: -key[j])
-    loads = [0.0] * ns
+    if order is None:
+        order = _lpt_order([ref[k] for _, _, k in ranges], nb)
+    groups = [(s0, [0.0] * (s1 - s0), ref[k]) for s0, s1, k in ranges]
     owner = [0] * nb
     for blk in order:
-        best, bv, br = -1, inf, inf
-        for s0, s1, k in ranges:
-            r = ref[k][blk]
+        best, bv, br, bl, bi = -1, inf, inf, None, 0
+        for s0, loads, col in groups:
+            r = col[blk]
             if r == inf:
-                i, v = s0, inf
+                i, v = 0, inf
             else:
-                seg = loads[s0:s1]
-                lmin = min(seg)
+                lmin = min(loads)
                 v = lmin + r
-                i = s0 + seg.index(lmin)
-                if i > s0 and min(seg[: i - s0]) <= lmin + 2.0 * math.ulp(v):
-                    for j in range(s0, i):
+                i = loads.index(lmin)
+                if i and min(loads[:i]) <= lmin + 2.0 * math.ulp(v):
+                    for j in range(i):
                         if loads[j] + r == v:
                             i = j
                             break
             if best < 0 or v < bv:
-                best, bv, br = i, v, r
+                best, bv, br, bl, bi = s0 + i, v, r, loads, i
         if br != inf:
-            loads[best] += br
+            bl[bi] += br
         owner[blk] = best
     return owner
 
@@ -339,21 +363,34 @@ def _balance(loads: list[float], st_type: list[int], n_types: int, eff: float) -
 
 
 def _mva(demands: list[list[float]], m_max: int, rows_needed: tuple[int, int]):
-    """``core.mva_curve`` of three demand vectors: X(n) for n = 1..m_max per vector, and curve 0's queue rows."""
-    d = np.array(demands, dtype=np.float64)
-    q = np.zeros_like(d)
-    xs = np.empty((d.shape[0], m_max))
-    qrows = {0: [0.0] * d.shape[1]}
-    r_s = np.empty_like(d)
-    for n in range(1, m_max + 1):
-        np.add(q, 1.0, out=r_s)
-        np.multiply(d, r_s, out=r_s)
-        x = n / np.maximum(np.add.reduce(r_s, axis=-1), 1e-300)
-        q = x[:, None] * r_s
-        xs[:, n - 1] = x
-        if n in rows_needed:
-            qrows[n] = q[0].tolist()
-    return xs.tolist(), qrows
+    """``core.mva_curve`` of three demand vectors: X(n) for n = 1..m_max per vector, and curve 0's queue rows.
+
+    Same recursion and summation order as the array version (``R_s = D_s(1 + Q_s)``, ``X = n / ΣR_s`` with
+    numpy's pairwise sum, ``Q_s = X·R_s``), in Python floats. Stations with the same demands (a type's chiplets
+    that got the same blocks) have the same ``R_s`` and ``Q_s``, so they are computed once and only the sum runs
+    over every station.
+    """
+    uniq: dict[tuple[float, float, float], int] = {}
+    smap = [uniq.setdefault(key, len(uniq)) for key in zip(*demands)]
+    ukeys = list(uniq)
+    curves = []
+    qrows: dict[int, list[float]] = {}
+    for c in range(len(demands)):
+        d = [key[c] for key in ukeys]
+        q = [0.0] * len(d)
+        if c == 0:
+            qrows[0] = [0.0] * len(smap)
+        xs = []
+        for n in range(1, m_max + 1):
+            r = [a * (1.0 + b) for a, b in zip(d, q)]
+            tot = _pw([r[k] for k in smap])
+            x = n / (tot if tot >= 1e-300 or tot != tot else 1e-300)
+            q = [x * v for v in r]
+            xs.append(x)
+            if c == 0 and n in rows_needed:
+                qrows[n] = [q[k] for k in smap]
+        curves.append(xs)
+    return curves, qrows
 
 
 def _interp_curve_rows(curve: list[float], vals: np.ndarray) -> np.ndarray:
@@ -375,8 +412,8 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
         s0 += n
     ns = s0
     cols = di.cols
-    own_p = _lpt([c[2] for c in cols], ranges, nb, ns)
-    own_d = _lpt([c[3] for c in cols], ranges, nb, ns)
+    own_p = _lpt([c[2] for c in cols], ranges, nb, ns, di.orders[0])
+    own_d = _lpt([c[3] for c in cols], ranges, nb, ns, di.orders[1])
     pre = _station_loads(own_p, cols, 0, st_type, ns)
     dec = _station_loads(own_d, cols, 1, st_type, ns)
     pre_ref = _station_loads(own_p, cols, 2, st_type, ns)
@@ -563,27 +600,40 @@ def _batch_sequence(prep, ex, m_fl, b, a0, lam, pre_sum, pre_max, tau0, tau1, l1
     dt = tg[1] - tg[0]
     m_max = len(tau_b)
     curve = np.array(tau_b)
+    curve_m1 = np.concatenate([[np.nan], curve])  # curve_m1[d] = τ_B(d), d = 1..m_max
     tau_m = tau_b[min(max(int(m) - 1, 0), m_max - 1)]
     g_rate = 1.0 / tau_m
     g_t = tg / tau_m
     gform = [a0 + ((i + 1.0) * b - 1.0) / lam for i in range(k_max)]
     t_last = tg_l[-1]
     lim = m - 1.0 + 1e-6
+    idx = _cached(("idx", n_t), lambda: np.arange(n_t))
     for _ in range(n_iter):
         alive = np.zeros(n_t)
-        dec = np.zeros(n_t)
         form = [0.0] * k_max
         first = [0.0] * k_max
         gt_l = g_t.tolist()
         c_prev = -_INF
         p = 0  # first slot-free grid index found so far: live batches only grow, so it never moves back
+        jf_sorted: list[int] = []  # formation grid index of every batch so far
+        pend: list[tuple[int, int, float]] = []  # batches not yet added to ``alive``
+        done: list[tuple[int, int, float]] = []
         for i in range(k_max):
             g = gform[i]
             j0 = bisect.bisect_left(tg_l, g)
             f = max(g, t_last)
             if j0 < n_t:
                 j = p if p > j0 else j0
-                while j < n_t and not alive[j] <= lim:
+                while j < n_t:
+                    # Each batch adds at most 1 to ``alive`` from its formation index on: with at most m − 1
+                    # batches formed by grid point j the slot is free whatever their survival.
+                    if bisect.bisect_right(jf_sorted, j) <= m - 1.0:
+                        break
+                    if pend:
+                        alive = _add_batches(alive, pend, g_t, w_of_k, gk_a, surv, idx, ones=True)
+                        pend = []
+                    if alive[j] <= lim:
+                        break
                     j += 1
                 p = j
                 if j < n_t:
@@ -594,22 +644,40 @@ def _batch_sequence(prep, ex, m_fl, b, a0, lam, pre_sum, pre_max, tau0, tau1, l1
                 g_c = _interp1(c, tg_l, gt_l) + max(c - t_last, 0.0) * g_rate
                 ic = bisect.bisect_left(tg_l, c)
                 jf = bisect.bisect_left(tg_l, f)
-                if ic < n_t:
-                    w = np.maximum(g_t[ic:] - g_c, 0.0)
-                    a = _vinterp(_vinterp(w, w_of_k, gk_a), gk_a, surv)
-                    alive[ic:] += a
-                    dec[ic:] += a
-                if jf < ic:
-                    alive[jf:ic] += 1.0
+                bisect.insort(jf_sorted, jf)
+                pend.append((ic, jf, g_c))
+                done.append((ic, jf, g_c))
             form[i], first[i] = f, c
             c_prev = c
-        dd = np.clip(dec, 1.0, m_max)
-        lo = np.floor(dd).astype(np.int64)
-        hi = np.minimum(lo + 1, m_max)
+        dec_rows = [b for b in done if b[0] < n_t]
+        dec = _add_batches(None, dec_rows, g_t, w_of_k, gk_a, surv, idx, ones=False) if dec_rows else np.zeros(n_t)
+        # τ_B at the expected decoding batches (fluid.batch_sequence's interpolation on d = 1..m_max), then the
+        # decode clock G(t) = ∫ dt / τ_B. dd ≥ 1, so truncation is the floor; curve[hi − 1] = curve[min(lo, m_max − 1)].
+        dd = np.minimum(np.maximum(dec, 1.0), m_max)
+        lo = dd.astype(np.int64)
         wgt = dd - lo
-        tau_t = curve[lo - 1] * (1 - wgt) + curve[hi - 1] * wgt
-        g_t = np.concatenate([np.zeros(1), np.cumsum(dt / tau_t[:-1])])
+        tau_t = curve_m1[lo] * (1 - wgt) + curve[np.minimum(lo, m_max - 1)] * wgt
+        g_t = np.empty(n_t)
+        g_t[0] = 0.0
+        np.cumsum(dt / tau_t[:-1], out=g_t[1:])
     return dict(form=form, first=first, t=tg, G=g_t, g_rate_end=1.0 / tau_m, w_of_k=w_of_k, k_used=k_need, lam=lam)
+
+
+def _add_batches(acc, batches, g_t, w_of_k, gk, surv, idx, *, ones: bool) -> np.ndarray:
+    """Add the batches' expected-live curves to ``acc`` one after another, in batch order (as
+    ``fluid._sweep_one`` does batch by batch): ``a_i(t) = P(alive)`` from the prefill completion index ``ic`` on,
+    and (``ones``) 1 from the formation index ``jf`` up to ``ic``. ``acc=None`` starts from the first batch."""
+    ic = np.array([b[0] for b in batches])[:, None]
+    gc = np.array([b[2] for b in batches])[:, None]
+    a = _vinterp(_vinterp(np.maximum(g_t[None, :] - gc, 0.0), w_of_k, gk), gk, surv)
+    if ones:
+        jf = np.array([b[1] for b in batches])[:, None]
+        rows = np.where(idx >= ic, a, np.where(idx >= jf, 1.0, 0.0))
+    else:
+        rows = np.where(idx >= ic, a, 0.0)
+    if acc is not None:
+        rows = np.concatenate([acc[None, :], rows])
+    return np.add.reduce(rows, axis=0)  # row after row (a reduction over the leading axis is sequential)
 
 
 def _static_curves(ex, seq, b, r_tok, feasible, w0, w1) -> tuple[float, float]:
