@@ -158,7 +158,7 @@ def test_dynacore_device_cost_matches_pass_cost():
         assert cost.decode_s(ctx) == pytest.approx(ref, rel=0.02)
         pr = rng.integers(10, 3000, size=int(rng.integers(1, 4)))
         ref = pass_cost(table, cost.model, np.zeros_like(pr), pr, "w8a8").latency_s
-        assert cost.prefill_s(pr) == pytest.approx(ref, rel=0.1)
+        assert cost.prefill_s(pr) == pytest.approx(ref, rel=0.03)
     # Decode is flat in batch on Planaria below its 32-row floor (Fig. 11 knee) and grows with context.
     assert cost.decode_s(np.full(8, 512)) < 1.5 * cost.decode_s(np.full(1, 512))
     assert cost.decode_s(np.full(8, 8192)) > cost.decode_s(np.full(8, 512))
