@@ -48,6 +48,7 @@ from hydra_opt.evaluate.simulator.system import (
 __all__ = ["Engine", "RawRun"]
 
 _INF = math.inf
+_heappush, _heappop = heapq.heappush, heapq.heappop
 # Request status codes.
 PENDING, QUEUED, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 # Event kinds.
@@ -358,7 +359,7 @@ class Engine:
                 self.arrivals_done = i_arr >= n
                 self._try_form()
             else:
-                _, _, kind, task, ver = heapq.heappop(heap)
+                _, _, kind, task, ver = _heappop(heap)
                 if kind == _EV_COMPUTE:
                     task.cs_open = False
                     if not task.flow_open:
@@ -394,10 +395,17 @@ class Engine:
         """An equal-share flow was delivered: free its share (re-timing its neighbours) and end its task."""
         task = self.flow_task.pop(fid)
         heap = self.heap
-        for t, g, v in self.flows.drain(fid, self.now):
-            self.seq += 1
-            heapq.heappush(heap, (t, self.seq, _EV_DRAIN, g, v))
-        self._account(task)
+        seq = self.seq
+        for item in self.flows.drain(fid, self.now):
+            seq += 1
+            _heappush(heap, (item[0], seq, _EV_DRAIN, item[1], item[2]))
+        self.seq = seq
+        lb = self.link_bytes
+        nb = task.nbytes
+        for r in task.res:
+            lb[r] += nb
+        if self.bin_s is not None:
+            self._bin(task.res, nb, task.start, self.now)
         task.flow_open = False
         self._finish(task)
 
@@ -660,7 +668,10 @@ class Engine:
         r3 = 3 * tau
         if end == blk + 1:
             if hook is None:
-                cs = max(vals[r3][blk], vals[r3 + 1][blk])
+                cs = vals[r3][blk]
+                x = vals[r3 + 1][blk]
+                if x > cs:
+                    cs = x
             else:
                 cs = max(self._hook_time(hook, tau, task, blk), vals[r3 + 1][blk])
             nbytes = vals[self.R_MEM][blk]
@@ -680,7 +691,7 @@ class Engine:
         if nbytes <= 0.0:
             task.cs_open = True
             task.flow_open = False
-            heapq.heappush(self.heap, (now + cs, self.seq, _EV_COMPUTE, task, 0))
+            _heappush(self.heap, (now + cs, self.seq, _EV_COMPUTE, task, 0))
             return
         res, lat = self.bc_path[blk][c]
         task.res = res
@@ -689,16 +700,18 @@ class Engine:
         # bytes / compute time, so it never finishes before the compute and the task ends when its data is
         # delivered: max(compute, bytes / bandwidth share) + path latency (the roofline max, Sec. "opcost").
         cap = nbytes / cs if cs > 0.0 else _INF
-        if self.flows is not None:
+        flows = self.flows
+        if flows is not None:
             task.cs_open = False
             task.flow_open = True
-            self.flow_seq += 1
-            fid = self.flow_seq
+            fid = self.flow_seq = self.flow_seq + 1
             self.flow_task[fid] = task
             heap = self.heap
-            for t, g, v in self.flows.add(fid, res, nbytes, now, cap, lat):
-                self.seq += 1
-                heapq.heappush(heap, (t, self.seq, _EV_DRAIN, g, v))
+            seq = self.seq
+            for item in flows.add(fid, res, nbytes, now, cap, lat):
+                seq += 1
+                _heappush(heap, (item[0], seq, _EV_DRAIN, item[1], item[2]))
+            self.seq = seq
         elif self.net is not None:
             task.cs_open = False
             task.flow_open = True
@@ -737,17 +750,31 @@ class Engine:
 
     def _finish(self, part: _Part) -> None:
         c = part.chip
-        self.busy[c] = False
+        busy = self.busy
+        busy[c] = False
         self.run_task[c] = None
-        self.view.load[c] -= 1
+        view = self.view
+        view.load[c] -= 1
         self.busy_s[c] += self.now - part.start
         part.prev_chip = c
-        part.block = part.end
-        if part.block < self.nb:
-            self._dispatch(part)
+        blk = part.block = part.end
+        if blk < self.nb:
+            smap = self.static_map
+            if smap is not None:  # the static scheduler's fast path of _dispatch + _ready
+                phase = part.phase
+                part.end = self.seg_end[phase][blk]
+                part.family = self.families[blk]
+                part.mem_xy = self.block_mem_xy[blk]
+                nxt = part.chip = smap[phase][blk]
+                view.queues[nxt].append(part)
+                view.load[nxt] += 1
+                if not busy[nxt]:
+                    self._start_next(nxt)
+            else:
+                self._dispatch(part)
         else:
             self._end_part(part)
-        if not self.busy[c] and (self.view.queues[c] or self.stealing):
+        if not busy[c] and (view.queues[c] or self.stealing):
             self._start_next(c)  # (advancing the batch may already have started a task here)
 
     # --------------------------------------------------------------------------------------------- bookkeeping
