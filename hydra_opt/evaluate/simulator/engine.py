@@ -400,12 +400,7 @@ class Engine:
             seq += 1
             _heappush(heap, (item[0], seq, _EV_DRAIN, item[1], item[2]))
         self.seq = seq
-        lb = self.link_bytes
-        nb = task.nbytes
-        for r in task.res:
-            lb[r] += nb
-        if self.bin_s is not None:
-            self._bin(task.res, nb, task.start, self.now)
+        self._account(task)
         task.flow_open = False
         self._finish(task)
 

@@ -101,10 +101,7 @@ class EqualShareFlows:
                 capsum[r] += cap_bps
             else:
                 uncapped[r] += 1
-            if waterfill:
-                new = cap[r] if (not uncapped[r] and capsum[r] <= cap[r] * _SLACK) else self._level(r)
-            else:
-                new = cap[r] / len(s)
+            new = self._share(r) if waterfill else cap[r] / len(s)
             if new != share[r]:
                 share[r] = new
                 touched |= s
@@ -112,6 +109,12 @@ class EqualShareFlows:
         out: list = []
         self._retime(touched, now, out)
         return out
+
+    def _share(self, r: int) -> float:
+        """Water-filling level of ``r``; its capacity outright when its flows' caps fit (not a bottleneck)."""
+        if not self.uncapped[r] and self.capsum[r] <= self.cap[r] * _SLACK:
+            return self.cap[r]
+        return self._level(r)
 
     def _level(self, r: int) -> float:
         """Water-filling level of resource ``r``: flows whose own cap is below it get their cap, the others
@@ -162,10 +165,8 @@ class EqualShareFlows:
                 uncapped[r] -= 1
             if not s:
                 new = cap[r]
-            elif waterfill:
-                new = cap[r] if (not uncapped[r] and capsum[r] <= cap[r] * _SLACK) else self._level(r)
             else:
-                new = cap[r] / len(s)
+                new = self._share(r) if waterfill else cap[r] / len(s)
             if new != share[r]:
                 share[r] = new
                 touched |= s
