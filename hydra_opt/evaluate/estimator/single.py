@@ -332,14 +332,23 @@ def _lpt(ref: list[list[float]], ranges: list[tuple[int, int, int]], nb: int, ns
     return owner
 
 
-def _station_loads(owner: list[int], cols: list, q: int, st_type: list[int], ns: int) -> list[float]:
-    """Per-station sum of the owned blocks' times (finite ones), in block order (numpy's axis −2 sum)."""
-    out = [0.0] * ns
+def _station_loads(owner: list[int], cols: list, qs: tuple[int, int, int], st_type: list[int], ns: int):
+    """Per-station sums of the owned blocks' (finite) times for three columns, in block order (the array path's
+    sum over blocks is sequential, and adding its zeros changes nothing)."""
+    qa, qb, qc = qs
+    a, b, c = [0.0] * ns, [0.0] * ns, [0.0] * ns
     for blk, s in enumerate(owner):
-        v = cols[st_type[s]][q][blk]
+        col = cols[st_type[s]]
+        v = col[qa][blk]
         if v - v == 0.0:  # finite
-            out[s] += v
-    return out
+            a[s] += v
+        v = col[qb][blk]
+        if v - v == 0.0:
+            b[s] += v
+        v = col[qc][blk]
+        if v - v == 0.0:
+            c[s] += v
+    return a, b, c
 
 
 def _balance(loads: list[float], st_type: list[int], n_types: int, eff: float) -> list[float]:
@@ -393,10 +402,39 @@ def _mva(demands: list[list[float]], m_max: int, rows_needed: tuple[int, int]):
     return curves, qrows
 
 
-def _interp_curve_rows(curve: list[float], vals: np.ndarray) -> np.ndarray:
-    """``core._interp_curve`` of one curve broadcast over ``vals`` (the occupancy chain's states)."""
-    arr = np.asarray(curve, dtype=np.float64)[None, :]
-    return core._interp_curve(np.broadcast_to(arr, (vals.size, arr.shape[1])), vals)
+def _service_rates(curve: list[float], n_adm: int, u: float, bsz: float, m: float, x_hbm: float, admits: float,
+                   mu_max: float) -> list[float]:
+    """μ(n) of the occupancy chain, n = 1..N (``core.solve``'s construction, in floats).
+
+    ``n·u/B`` batches in flight run at the MVA curve (``core._interp_curve``: ``np.interp`` for one state, else
+    ``a + w(b − a)`` between the bracketing integers), below one batch at the one-batch rate scaled down; capped by
+    the HBM rate, with the last state at the full capacity and μ made non-decreasing.
+    """
+    m_max = len(curve)
+    xp = None
+    out = []
+    for k in range(1, n_adm + 1):
+        nb = k * u / bsz
+        if nb >= 1.0:
+            v = nb if nb <= m or nb != nb else m  # np.minimum(nb, m)
+            if n_adm == 1:
+                if xp is None:
+                    xp = [float(n) for n in range(1, m_max + 1)]
+                xn = _interp1(v, xp, curve)
+            else:
+                v = 1.0 if v < 1.0 else (float(m_max) if v > m_max else v)  # np.clip(v, 1, m_max)
+                lo = math.floor(v)
+                hi = lo + 1 if lo + 1 < m_max else m_max
+                w = v - lo
+                a = curve[lo - 1]
+                xn = a + w * (curve[hi - 1] - a)
+        else:
+            xn = nb * curve[0]
+        out.append(_mn(xn, x_hbm) * admits / u)
+    out[-1] = mu_max / u
+    for i in range(1, n_adm):  # np.maximum.accumulate
+        out[i] = _mx(out[i], out[i - 1])
+    return out
 
 
 def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
@@ -414,12 +452,8 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
     cols = di.cols
     own_p = _lpt([c[2] for c in cols], ranges, nb, ns, di.orders[0])
     own_d = _lpt([c[3] for c in cols], ranges, nb, ns, di.orders[1])
-    pre = _station_loads(own_p, cols, 0, st_type, ns)
-    dec = _station_loads(own_d, cols, 1, st_type, ns)
-    pre_ref = _station_loads(own_p, cols, 2, st_type, ns)
-    dec_ref = _station_loads(own_d, cols, 3, st_type, ns)
-    dec1 = _station_loads(own_d, cols, 4, st_type, ns)
-    pre1 = _station_loads(own_p, cols, 5, st_type, ns)
+    pre, pre_ref, pre1 = _station_loads(own_p, cols, (0, 2, 5), st_type, ns)
+    dec, dec_ref, dec1 = _station_loads(own_d, cols, (1, 3, 4), st_type, ns)
     if not di.static_sched:
         eff = opts.balance_efficiency
         nt = len(di.counts)
@@ -522,11 +556,15 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
     if not over:
         u = bsz if static_b else 1.0
         n_adm = int(max(1, round(float(m * bsz / u))))
-        nb_in = np.arange(1, n_adm + 1) * u / bsz
-        xn = np.where(nb_in >= 1.0, _interp_curve_rows(curve, np.minimum(nb_in, m)), nb_in * curve[0])
-        mu_n = np.minimum(xn, x_hbm) * di.admits / u
-        mu_n[-1] = mu_max / u
-        mu_n = np.maximum.accumulate(mu_n)
+        if n_adm <= 64:
+            mu_n = np.array(_service_rates(curve, n_adm, u, bsz, m, x_hbm, di.admits, mu_max))
+        else:  # long chains (continuous batching): the array version
+            nb_in = np.arange(1, n_adm + 1) * u / bsz
+            arr = np.asarray(curve, dtype=np.float64)[None, :]
+            at = core._interp_curve(np.broadcast_to(arr, (n_adm, arr.shape[1])), np.minimum(nb_in, m))
+            mu_n = np.minimum(np.where(nb_in >= 1.0, at, nb_in * curve[0]), x_hbm) * di.admits / u
+            mu_n[-1] = mu_max / u
+            mu_n = np.maximum.accumulate(mu_n)
         lam_u = lam / u
         room = int(min(2000, max(1.0, lam_u * t_end)))
         from hydra_opt.evaluate.estimator import markov
