@@ -48,6 +48,6 @@ def test_tiny_run(tmp_path, monkeypatch):
     rows = {r.item: r for r in s.rows}
     assert rows["trials (designs sampled)"].ours == 8
     # The TSTC-only reference holds the one composition with tscs_d = 4 and dynacore = 0.
-    assert "all 1 TSTC-only designs" in rows["feasible designs estimated"].comment
+    assert "all 1 TSTC-only designs" in rows["unique feasible designs estimated"].comment
     assert rows["3-objective front: designs / with DynaCore chiplets"].ours >= 1
     assert all(r.paper is None for r in s.rows)  # a new question: no paper values, nothing flagged
