@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from hydra_opt.evaluate.estimator import core, fluid
+from hydra_opt.evaluate.estimator import core, fluid, markov
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 
 try:  # numpy's compiled interp: np.interp minus its Python-level argument checks (same arithmetic)
@@ -43,6 +43,8 @@ _TOKEN_BUDGET = 8192.0  # core.design_inputs' token budget of a continuous pass
 def pairwise_sum(xs: list[float]) -> float:
     """``np.sum`` of a contiguous float64 vector, reproduced exactly (numpy's pairwise summation, 8 lanes)."""
     n = len(xs)
+    if n == 0:
+        return 0.0
     if n < 8:
         res = -0.0
         for v in xs:
@@ -126,20 +128,20 @@ def _extras(prep: core.Prepared) -> dict:
             prompt_scv=core._prompt_scv(prep),
             service_scv=core._service_scv(prep),
             fam_rows={f: np.nonzero(np.array(prep.families) == f)[0].tolist() for f in sorted(set(prep.families))},
-            block_fam=list(prep.families),
         )
         _EXTRA[id(prep)] = hit
     return hit
 
 
-def _cached(key, make):
+def _cached(key, make, owner=None):
+    """Memoised ``make()``; ``owner`` (the prepared workload whose ``id`` is in the key) must be the same object."""
     hit = _MISC.get(key)
-    if hit is None:
+    if hit is None or hit[0] is not owner:
         if len(_MISC) > 50000:
             _MISC.clear()
-        hit = make()
+        hit = (owner, make())
         _MISC[key] = hit
-    return hit
+    return hit[1]
 
 
 def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> tuple[list, tuple[list, list]]:
@@ -194,7 +196,7 @@ def _family_sums(prep, ex: dict, table, tkey) -> dict:
             for name, arr in (("mem", table.mem_bytes), ("mem1", table.mem1_bytes), ("memb", table.memb_bytes))
         }
 
-    return _cached(("famsum", id(prep), tkey), make)
+    return _cached(("famsum", id(prep), tkey), make, prep)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -217,8 +219,10 @@ def _concurrency(prep, ex: dict, n_mem: int, capacity_bytes: float, batching: st
 
 
 class _Design:
-    __slots__ = ("counts", "names", "cols", "orders", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch", "tokens",
-                 "admits", "passes", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
+    """One design's inputs at chiplet-type level (the fields of ``core.DesignInputs`` the solver needs)."""
+
+    __slots__ = ("counts", "names", "cols", "orders", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch",
+                 "tokens", "admits", "passes", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
 
 
 def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design | None:
@@ -262,7 +266,7 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
         p = core.cycle_plan(prep, batching, b, _TOKEN_BUDGET)
         return float(p["tokens"]), float(p["admits"]), float(p["passes"])
 
-    out.tokens, out.admits, out.passes = _cached(("plan", id(prep), batching, b), plan_scalars)
+    out.tokens, out.admits, out.passes = _cached(("plan", id(prep), batching, b), plan_scalars, prep)
     gw, gh = int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4))
     mem_bw = float(mem.bw_gbps)
     # core.hbm_port_cap_gbps: Σ over the ring memories of min(interface, reach × link) (numpy's sum).
@@ -567,8 +571,6 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
             mu_n = np.maximum.accumulate(mu_n)
         lam_u = lam / u
         room = int(min(2000, max(1.0, lam_u * t_end)))
-        from hydra_opt.evaluate.estimator import markov
-
         pi, _ = markov.occupancy_chain(lam_u, mu_n, n_adm, room)
         nn = np.arange(pi.size)
         queue = np.maximum(nn - n_adm, 0)
@@ -626,13 +628,20 @@ def _batch_sequence(prep, ex, m_fl, b, a0, lam, pre_sum, pre_max, tau0, tau1, l1
                     k_cap: int = 64, n_iter: int = 2, n_t: int = 96) -> dict:
     m = _mx(math.floor(m_fl), 1.0)
     lam = _mx(lam, 1e-300)
+    # Batches whose last member arrives within the grid (fluid.batch_sequence's k_need; NaN only from degenerate input).
     need = lam * _mx(t_end - a0, 0.0) / _mx(b, 1.0)
-    k_need = 1 if need != need else int(max(min(math.ceil(need) + 1, k_cap), 1)) if math.isfinite(need) else k_cap
+    if need != need:
+        k_need = 1
+    elif math.isinf(need):
+        k_need = k_cap
+    else:
+        k_need = int(max(min(math.ceil(need) + 1, k_cap), 1))
     k_max = k_need
     gk_a, ge_a = prep.grid_k, prep.grid_emin
     full = _mx(tau0 + tau1 * b, 1e-300)
     w_of_k = (tau0 * gk_a + tau1 * b * ge_a) / full
-    surv = _cached(("surv", id(prep), b), lambda: (1.0 - prep.grid_cdf[None, :] ** np.array([b])[:, None])[0])
+    surv = _cached(("surv", id(prep), b), lambda: (1.0 - prep.grid_cdf[None, :] ** np.array([b])[:, None])[0],
+                   prep)  # P(batch alive after K passes), as fluid.batch_sequence computes it
     tg = _cached(("tg", t_end, n_t), lambda: np.linspace(0.0, t_end, n_t))
     tg_l = _cached(("tgl", t_end, n_t), lambda: tg.tolist())
     dt = tg[1] - tg[0]
