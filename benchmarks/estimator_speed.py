@@ -2,14 +2,16 @@
 
 Targets (issue #5): median ≤ 2 ms per single-design call; all 5,040 designs in ≤ 10 s on one core.
 
-    python benchmarks/estimator_speed.py [--dataset arxiv] [--n-single 200] [--horizon 60] [--n-ref 50]
+    python benchmarks/estimator_speed.py [--dataset arxiv] [--n-single 200] [--horizon 60] [--n-ref 50] [--others 100]
 
 Writes ``benchmarks/results/estimator_speed.md``. The machine's load is recorded next to the numbers (the
 project's machine has 2 cores shared by several jobs, which inflates every timing), and CPU time
 (``time.process_time``) is reported next to wall time. The single-design calls are first-time calls (each design
 once, after one warm-up call that prepares the workload). The first ``--n-ref`` designs are also run through the
 reference array path (``core.estimate_reference``): its median is printed for comparison and every field of the
-two results must agree (the count of disagreeing designs is printed; it must be 0).
+two results must agree (the count of disagreeing designs is printed; it must be 0). ``--others N`` adds the same
+single-design figures (first call and repeated call per design, reference-path check on 20 of them) for Mamba2,
+Nemotron-H and continuous batching, N designs each, spread over the paper spaces' compositions.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n-single", type=int, default=200)
     ap.add_argument("--horizon", type=float, default=60.0)
     ap.add_argument("--n-ref", type=int, default=50)
+    ap.add_argument("--others", type=int, default=0)
     ap.add_argument("--skip-space", action="store_true")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -68,7 +71,8 @@ def main(argv=None) -> int:
         f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
         f"`python benchmarks/estimator_speed.py --dataset {args.dataset} --n-single {args.n_single} "
-        f"--horizon {args.horizon:g} --n-ref {args.n_ref}` (Llama-3-8B, int8, horizon {args.horizon:g} s).",
+        f"--horizon {args.horizon:g} --n-ref {args.n_ref} --others {args.others}` (Llama-3-8B, int8, horizon "
+        f"{args.horizon:g} s).",
         f"Machine load average at start: {load0:.2f} (2 cores shared).",
         "",
         f"* single-design `estimate()`: median {np.median(times_ms):.2f} ms, p90 {np.percentile(times_ms, 90):.2f} ms, "
@@ -94,11 +98,57 @@ def main(argv=None) -> int:
             "within the horizon"
         )
         print(lines[-1], flush=True)
+    if args.others:
+        lines += ["", f"Other models and batching ({args.others} designs each, horizon {args.horizon:g} s; "
+                  "CPU time per design):", ""]
+        lines += _others(args.others, args.horizon)
     lines.append(f"* load average at end: {os.getloadavg()[0]:.2f}")
     out = ROOT / "benchmarks" / "results" / "estimator_speed.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
     return 0
+
+
+def _others(n: int, horizon: float) -> list[str]:
+    """Single-design medians for the other paper models and for continuous batching."""
+    from hydra_opt.evaluate.estimator import EstimatorOptions, core, estimate
+    from hydra_opt.system.design import DesignPoint
+    from hydra_opt.system.space import paper_space
+    from hydra_opt.workload.models import load_model
+    from hydra_opt.workload.workload import load_workload
+
+    cases = [("mamba2-2.7b", "mamba2", "bwb", {}), ("nemotron-h-4b", "nemotron_h", "chat", {}),
+             ("llama-3-8b", "llama3", "chat", {"batching": "continuous", "scheduler": "fcfs"}),
+             ("nemotron-h-4b", "nemotron_h", "arxiv", {"batching": "continuous", "scheduler": "elastic"})]
+    out = []
+    for model_name, space_name, wl_name, policies in cases:
+        model, wl = load_model(model_name), load_workload(wl_name)
+        opts = EstimatorOptions(horizon_s=horizon)
+        space = paper_space(space_name)
+        rng = np.random.default_rng(0)
+        designs = []
+        for ci in rng.choice(len(space.compositions), n, replace=False):
+            n_mem, counts = space.compositions[int(ci)]
+            designs.append(DesignPoint(counts=counts, memory=space.memory, n_mem=n_mem,
+                                       d2d_bw_gbps=float(rng.choice(space.d2d_bws_gbps)),
+                                       max_batch=int(rng.choice(space.batch_sizes)), precision=space.precision,
+                                       **policies))
+        estimate(designs[0], model, wl, options=opts)
+        first, again = [], []
+        for runs in (first, again):
+            for d in designs:
+                c = time.process_time()
+                estimate(d, model, wl, options=opts)
+                runs.append(time.process_time() - c)
+        n_diff = sum(core.estimate_reference(d, model, wl, options=opts).to_dict()
+                     != estimate(d, model, wl, options=opts).to_dict() for d in designs[:20])
+        out.append(
+            f"* {model_name} on {wl_name}, {policies.get('batching', 'static')} batching: first call median "
+            f"{np.median(first) * 1e3:.2f} ms (p90 {np.percentile(first, 90) * 1e3:.2f} ms), repeated call median "
+            f"{np.median(again) * 1e3:.2f} ms; results differing from the reference path: {n_diff} of {min(20, n)}"
+        )
+        print(out[-1], flush=True)
+    return out
 
 
 if __name__ == "__main__":
