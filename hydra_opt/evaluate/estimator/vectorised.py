@@ -13,61 +13,89 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from hydra_opt.evaluate.estimator import core
+from hydra_opt.evaluate.estimator import core, single
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 
 __all__ = ["estimate_space", "space_arrays"]
 
 
+_FIELDS = ("pre_t", "dec_t", "pre_ref", "dec_ref", "dec1", "pre1")
+_SCALARS = ("mem_bytes_cycle", "hbm_cap_bps", "batches", "batch", "tokens_cycle", "admits_cycle", "passes_cycle",
+            "mem1_pass", "memb_pass")
+
+
+def _one_inputs(d, prep: core.Prepared, opts: EstimatorOptions, lib, stacks: dict) -> tuple:
+    """One design's rows: ``(times (6, blocks, stations), station type names, scalars, gain, flags)``.
+
+    Built from the fast path's type-level inputs (``single._design``: the same values as
+    :func:`core.design_inputs`, whose station matrices repeat each type's block column); ``stacks`` keeps the
+    ``(6, blocks, types)`` arrays per set of type columns.
+    """
+    try:
+        di = single._design(d, prep, opts, lib)
+    except (ArithmeticError, ValueError):
+        di = None
+    if di is None:
+        one = core.design_inputs(d, prep, opts, library=lib)
+        times = np.stack([getattr(one, k)[0] for k in _FIELDS])
+        names = [one.type_names[t] for t in one.type_id[0]]
+        scal = tuple(float(getattr(one, k)[0]) for k in _SCALARS)
+        gain = float(one.lend_gain[0]) if one.lend_gain is not None else 1.0
+        return times, names, scal, gain, (bool(one.static_batching[0]), bool(one.mem_limited[0]),
+                                          bool(one.feasible[0]))
+    hit = stacks.get(id(di.cols))
+    if hit is None or hit[0] is not di.cols:
+        hit = stacks[id(di.cols)] = (di.cols, np.array(di.cols, dtype=np.float64).transpose(1, 2, 0))
+    times = np.repeat(hit[1], di.counts, axis=2)
+    names = [name for name, c in zip(di.names, di.counts) for _ in range(c)]
+    scal = (di.mem_bytes, di.hbm_bps, di.batches, di.batch, di.tokens, di.admits, di.passes, di.mem1, di.memb)
+    return times, names, scal, di.gain, (di.static_batching, di.mem_limited, di.feasible)
+
+
 def _inputs_many(designs: Sequence, prep: core.Prepared, opts: EstimatorOptions, lib) -> core.DesignInputs:
     """:class:`core.DesignInputs` of many designs (stations padded to the largest design)."""
     nb = prep.n_blocks
-    fams = np.array(prep.families)
-    fam_names = sorted(set(prep.families))
-    parts = [core.design_inputs(d, prep, opts, library=lib) for d in designs] if len(designs) <= 1 else None
-    if parts is not None:
-        return parts[0]
-    # Per-design composition → stations; tables per unique (chiplet, bw, B, batching).
+    if len(designs) <= 1:
+        return core.design_inputs(designs[0], prep, opts, library=lib)
+    # Per-design composition → stations; block-time columns per chiplet type (priced once per chiplet, bandwidth,
+    # batch, batching in core.type_table).
     s_max = max(sum(k for _, k in core._counts(d)) for d in designs)
     n = len(designs)
-    arrays = {k: np.full((n, nb, s_max), np.inf) for k in ("pre_t", "dec_t", "pre_ref", "dec_ref", "dec1", "pre1")}
+    times_all = np.full((len(_FIELDS), n, nb, s_max), np.inf)
     type_id = np.full((n, s_max), -1, dtype=np.int64)
     type_names: list[str] = []
-    scal = {k: np.zeros(n) for k in ("mem_bytes_cycle", "hbm_cap_bps", "batches", "batch", "tokens_cycle",
-                                      "admits_cycle", "passes_cycle", "mem1_pass", "memb_pass")}
+    scal = np.zeros((len(_SCALARS), n))
     flags = {k: np.zeros(n, dtype=bool) for k in ("static_sched", "static_batching", "mem_limited", "feasible")}
     gain = np.ones(n)
     cache: dict = {}
+    stacks: dict = {}
     for r, d in enumerate(designs):
-        key = (tuple(core._counts(d)), str(d.scheduler), float(d.d2d_bw_gbps), int(d.max_batch), str(d.batching), str(d.memory), int(d.n_mem),
-               float(getattr(d, "slot_area_mm2", 144.0)), int(getattr(d, "grid_w", 6)), int(getattr(d, "grid_h", 4)),
-               str(d.placement), str(getattr(d, "precision", "")))  # placement policy decides the memory groups
+        key = (tuple(core._counts(d)), str(d.scheduler), float(d.d2d_bw_gbps), int(d.max_batch), str(d.batching),
+               str(d.memory), int(d.n_mem), float(getattr(d, "slot_area_mm2", 144.0)), int(getattr(d, "grid_w", 6)),
+               int(getattr(d, "grid_h", 4)), str(d.placement),
+               str(getattr(d, "precision", "")))  # placement policy decides the memory groups
         one = cache.get(key)
         if one is None:
-            one = core.design_inputs(d, prep, opts, library=lib)
+            one = _one_inputs(d, prep, opts, lib, stacks)
             cache[key] = one
-        s = one.pre_t.shape[-1]
-        for k in arrays:
-            arrays[k][r, :, :s] = getattr(one, k)[0]
-        ids = one.type_id[0]
+        times, names, values, g, (st_b, mem_lim, feas) = one
+        s = times.shape[-1]
+        times_all[:, r, :, :s] = times
         mapped = []
-        for t in ids:
-            name = one.type_names[t]
+        for name in names:
             if name not in type_names:
                 type_names.append(name)
             mapped.append(type_names.index(name))
         type_id[r, :s] = mapped
-        for k in scal:
-            scal[k][r] = getattr(one, k)[0]
-        gain[r] = one.lend_gain[0] if one.lend_gain is not None else 1.0
-        flags["static_batching"][r] = one.static_batching[0]
-        flags["mem_limited"][r] = one.mem_limited[0]
-        flags["feasible"][r] = one.feasible[0]
+        scal[:, r] = values
+        gain[r] = g
+        flags["static_batching"][r] = st_b
+        flags["mem_limited"][r] = mem_lim
+        flags["feasible"][r] = feas
         flags["static_sched"][r] = str(d.scheduler) == "static"
-    del fams, fam_names
     return core.DesignInputs(
-        pre_t=arrays["pre_t"], dec_t=arrays["dec_t"], pre_ref=arrays["pre_ref"], dec_ref=arrays["dec_ref"],
-        dec1=arrays["dec1"], pre1=arrays["pre1"], lend_gain=gain, type_id=type_id, type_names=type_names, **scal, **flags,
+        **{k: times_all[i] for i, k in enumerate(_FIELDS)}, lend_gain=gain, type_id=type_id, type_names=type_names,
+        **{k: scal[i] for i, k in enumerate(_SCALARS)}, **flags,
     )
 
 
