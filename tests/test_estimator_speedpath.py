@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from hydra_opt.evaluate.estimator import EstimatorOptions, capacities, core, estimate, markov, single, space_arrays
+from hydra_opt.evaluate.estimator import vectorised
 from hydra_opt.system.design import DesignPoint
 from hydra_opt.system.space import paper_space
 from hydra_opt.workload.models import load_model
@@ -113,6 +114,29 @@ def test_fast_path_agrees_with_vectorised_space() -> None:
             assert a["ttft_mean_s"][i] == pytest.approx(e.ttft_mean_s, rel=1e-6)
         else:
             assert not np.isfinite(a["ttft_mean_s"][i])
+
+
+@pytest.mark.parametrize("case", [1, 3, 4, 6])
+def test_vectorised_inputs_equal_design_inputs(case: int) -> None:
+    """The space path's design rows (from the fast path's type-level inputs) are core.design_inputs' arrays."""
+    model_name, space, wl_name, opt_kw, policies, n = CASES[case]
+    model, wl = _model(model_name), _workload(wl_name)
+    opts = EstimatorOptions(**opt_kw)
+    designs = _spread(space, n + 3, seed=10 + case, **policies)
+    prep = core.prepare(model, wl, options=opts, precision="int8")
+    lib = core._library()
+    got = vectorised._inputs_many(designs, prep, opts, lib)
+    for r, d in enumerate(designs):
+        ref = core.design_inputs(d, prep, opts, library=lib)
+        s = ref.pre_t.shape[-1]
+        for k in vectorised._FIELDS:
+            assert np.array_equal(getattr(got, k)[r, :, :s], getattr(ref, k)[0]), (k, d)
+            assert np.isinf(getattr(got, k)[r, :, s:]).all()
+        for k in vectorised._SCALARS + ("static_batching", "mem_limited", "feasible"):
+            assert getattr(got, k)[r] == getattr(ref, k)[0], (k, d)
+        assert got.lend_gain[r] == (ref.lend_gain[0] if ref.lend_gain is not None else 1.0)
+        assert [got.type_names[t] for t in got.type_id[r, :s]] == [ref.type_names[t] for t in ref.type_id[0]]
+        assert (got.type_id[r, s:] == -1).all()
 
 
 # Values of estimate() at commit f0997de (before the fast path): model, workload, options, design, expected
