@@ -400,6 +400,12 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, **overrides: An
         f"The artifact comparison simulates up to {cfg['artifact_designs']} designs of each published front "
         f"(spread along it, its B*/M_T included) for {cfg['artifact_horizon_s']:.0f} simulated s."
     )
+    if overrides:
+        shown = {k: v for k, v in overrides.items() if k != "workloads"}
+        intro += (f" **Subset run** ({'quick' if quick else 'full'}-mode settings with overrides): workloads "
+                  f"{', '.join(r.label for r in results)}"
+                  + (f"; {', '.join(f'{k} = {v}' for k, v in shown.items())}" if shown else "")
+                  + " — the other workloads were not run for this result (machine budget).")
     lines = ["| workload | screened | est. wall s | simulated | sim wall s | ref. front (picks) | ref B* TP/TTFT | "
              "picks' B* TP/TTFT | ref M_T TP | picks' M_T TP | B* gap | M_T gap | est. err B*/M_T |",
              "|---|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|---|"]
