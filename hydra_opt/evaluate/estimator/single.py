@@ -180,7 +180,7 @@ def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> tup
         out.append(tuple(cols))
     # The LPT block order depends on the columns only (Ω's greedy, capacities.assign_blocks).
     orders = (_lpt_order([c[2] for c in out], nb), _lpt_order([c[3] for c in out], nb))
-    if len(_COLS) > 20000:
+    if len(_COLS) > 4096:  # an entry is a few hundred floats per chiplet type
         _COLS.clear()
     _COLS[key] = (prep, (out, orders))
     return out, orders
