@@ -872,6 +872,8 @@ def resolve(design, model, workload):
 def estimate(design, model, workload, *, options: EstimatorOptions | None = None) -> Estimate:
     """Estimate throughput, TTFT and TPOT of one design serving ``workload`` with ``model`` (HYDRA §V).
 
+    Runs the one-design fast path (``estimator.single``), whose results equal :func:`estimate_reference`'s.
+
     Args:
         design: A ``hydra_opt.system.design.DesignPoint``.
         model: A ``hydra_opt.workload.models.Model``.
