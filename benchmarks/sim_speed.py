@@ -49,12 +49,15 @@ def main() -> int:
     ap.add_argument("--model", default="nemotron-h-4b")
     ap.add_argument("--workload", default="hydra-chat")
     ap.add_argument("--sharing", default=None, help="override SimOptions.sharing")
+    ap.add_argument("--fuse", action="store_true", help="SimOptions.fuse_blocks=True (docs/simulator.md)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
     args = ap.parse_args()
 
     from hydra_opt.evaluate import SimOptions, simulate
 
     extra = {"sharing": args.sharing} if args.sharing else {}
+    if args.fuse:
+        extra["fuse_blocks"] = True
     calib_before = calibrate()
     simulate(args.design, args.model, args.workload, options=SimOptions.paper(horizon_s=0.2, **extra))  # warm-up
 
@@ -92,14 +95,14 @@ def main() -> int:
     events = rows[0][4]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "sim_speed.csv", "w", newline="") as fh:
+    with open(out / f"sim_speed{'_fuse' if args.fuse else ''}.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["requests", "repeat", "wall_s", "loop_wall_s", "events", "tokens", "throughput_tok_s", "ttft_mean_s"])
         w.writerows(rows)
     calib = statistics.mean([calib_before, calib_after])
     md = f"""# Simulator speed (benchmarks/sim_speed.py)
 
-Command: `python benchmarks/sim_speed.py --repeats {args.repeats} --seconds {args.seconds:g}`
+Command: `python benchmarks/sim_speed.py --repeats {args.repeats} --seconds {args.seconds:g}{" --fuse" if args.fuse else ""}`
 {f"(sharing = {args.sharing})" if args.sharing else ""}
 
 Design `{Path(args.design).name}` (24 chiplets, from the artifact's fig10_configurations.csv), model
@@ -119,7 +122,7 @@ Design `{Path(args.design).name}` (24 chiplets, from the artifact's fig10_config
 
 The calibration loop takes ≈ 0.3–0.5 s on an unloaded laptop; wall times scale roughly with it.
 """
-    (out / "sim_speed.md").write_text(md)
+    (out / f"sim_speed{'_fuse' if args.fuse else ''}.md").write_text(md)
     print(md)
     return 0
 
