@@ -150,7 +150,7 @@ class DynaCoreDeviceCost:
         return v
 
     def _interp(self, cache: dict[int, float], x: float, fn) -> float:
-        lo, hi, w = _geo_grid_index(x, 8)
+        lo, hi, _ = _geo_grid_index(x, 8)
         a, b = self._grid(cache, lo, fn), self._grid(cache, hi, fn)
         xa, xb = max(1, round(2 ** (lo / 8))), max(1, round(2 ** (hi / 8)))
         if xa == xb:
