@@ -42,6 +42,7 @@ Slots/nodes are numbered ``x·height + y`` like :class:`hydra_opt.system.package
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -424,7 +425,13 @@ def _contiguous_balanced(sizes: Sequence[float], k: int) -> list[int]:
     """Split ``sizes`` (in order) into ``min(k, n)`` non-empty contiguous parts minimising the largest sum.
 
     Returns the part index of each item. Exact (dynamic programming); ties resolved toward earlier, larger parts.
+    Memoised: split searches and design sweeps ask for the same (sizes, k) many times.
     """
+    return list(_contiguous_balanced_cached(tuple(float(x) for x in sizes), int(k)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _contiguous_balanced_cached(sizes: tuple[float, ...], k: int) -> tuple[int, ...]:
     n = len(sizes)
     if n == 0:
         return []
@@ -450,7 +457,7 @@ def _contiguous_balanced(sizes: Sequence[float], k: int) -> list[int]:
         for t in range(s, i):
             part[t] = j - 1
         i = s
-    return part
+    return tuple(part)
 
 
 def _chunked(kinds: Sequence[str], k: int) -> list[int]:
@@ -501,10 +508,19 @@ def _traffic_balanced(sizes: Sequence[float], weights: Sequence[float], k: int, 
     index): within 4/3 of the optimum makespan (Graham 1969). The contiguous exact split of the model order
     (:func:`_contiguous_balanced` on the same traffic) is kept instead when it is no worse and fits — model-order
     runs are what the paper's chunks look like, but they buy nothing physically, so never at the cost of balance.
+    Memoised on its arguments (pure and deterministic): split searches and design sweeps repeat them.
     """
+    return list(_traffic_balanced_cached(tuple(float(x) for x in sizes), tuple(float(x) for x in weights), int(k),
+                                         float(cap)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _traffic_balanced_cached(
+    sizes: tuple[float, ...], weights: tuple[float, ...], k: int, cap: float
+) -> tuple[int, ...]:
     n = len(sizes)
     if n == 0:
-        return []
+        return ()
     load = [0.0] * k
     room = [cap] * k
     part = [0] * n
@@ -525,8 +541,8 @@ def _traffic_balanced(sizes: Sequence[float], weights: Sequence[float], k: int, 
         c_load[m] += sizes[i]
         c_w[m] += weights[i]
     if max(c_load) <= max(load) * (1 + 1e-12) and max(c_w) <= cap:
-        return contig
-    return part
+        return tuple(contig)
+    return tuple(part)
 
 
 def _improve_moves_swaps(sizes, weights, part, load, room, max_steps: int = 1000) -> None:
@@ -920,8 +936,9 @@ def place(
         seed: Seed of the ``random`` policy.
         library: Chiplet library (default library when None).
         preset: ``clean`` (``split="traffic"``: Eq. 1 must admit a full batch, then the least busiest memory;
-            ``weights="traffic"``; spread ring order; joint assignment) or ``paper`` (the artifact: bandwidth split, its 6×4 ring order, per-kind equal chunks,
-            groups placed larger first, round robin dealing marca_p, marca_d, tscs_p, tscs_d).
+            ``weights="traffic"``; spread ring order; joint assignment) or ``paper`` (the artifact: bandwidth
+            split, its 6×4 ring order, per-kind equal chunks, groups placed larger first, round robin dealing
+            marca_p, marca_d, tscs_p, tscs_d).
         context_tokens: Per-request KV context of Eq. (1) and of the per-pass traffic (default: the model's
             ``max_position``, the worst case; the simulator passes the workload's mean prompt + output).
         **kwargs: Overrides of :func:`place_problem` options (``split``, ``ring``, ``cp_order``, ``weights``).
