@@ -143,7 +143,7 @@ def test_policy_and_dynacore_dimensions() -> None:
         assert dyn["core_size"] == 32
         assert (dyn["meu_policy"] == "fixed") == ("meu_shape" in dyn)
         if "meu_shape" in dyn:
-            assert dyn["meu_shape"] in ([32, 32, 32], [16, 64, 32], [8, 128, 32])
+            assert dyn["meu_shape"] in ([32, 32, 1], [16, 64, 1], [8, 128, 1])
         seen.add(dyn["meu_policy"])
     assert seen == {"adaptive", "fixed"}
     space = load_search_space(SPACES / "nemotron_h_policies.yaml")
@@ -179,3 +179,50 @@ def test_file_errors_name_the_file(tmp_path: Path) -> None:
     p.write_text("")
     with pytest.raises(ConfigError, match="empty.yaml"):
         load_search_space(p)
+
+
+# -- DynaCore MEU shapes must be reachable on the core (the shipped llama3_dynacore space once listed 32x32x32) --
+@pytest.mark.parametrize(
+    "dyn,key,fragment",
+    [
+        ({"meu": ["adaptive", [32, 32, 32]]}, "dynacore.meu[1]", "[32, 32, 32] is not a reachable (m, n, t) shape of a 32x32"),
+        ({"meu": [[16, 64, 1], [8, 128, 32]]}, "dynacore.meu[1]", "8, 128, 32"),
+        ({"meu": ["adaptive", "fixed"]}, "dynacore.meu[1]", "allowed: adaptive or [32, 32, 1]"),
+        ({"core_size": 16, "meu": [[32, 32, 1]]}, "dynacore.meu[0]", "16x16"),
+        ({"core_size": [16, 32], "meu": [[32, 32, 1]]}, "dynacore.meu[0]", "16x16"),  # must fit every size
+        ({"meu_shape": [[8, 8, 8]]}, "dynacore.meu_shape[0]", "m*n*t = 1024"),
+        ({"core_size": 24, "meu": [[24, 24, 1]]}, "dynacore.core_size", "power of two"),
+    ],
+)
+def test_unreachable_meu_shapes_are_rejected(dyn: dict, key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        _tiny(dynacore=dyn)
+    err = info.value
+    assert err.file == "tiny.yaml" and err.key == key, err.format()
+    assert fragment in err.format()
+
+
+def test_reachable_meu_shapes_are_accepted_and_shipped_spaces_list_only_reachable_ones() -> None:
+    from hydra_opt.hardware.dynacore.core import MEU, reachable_meus
+
+    space = _tiny(dynacore={"core_size": 16, "meu": ["adaptive", [16, 16, 1], [8, 16, 2], [1, 32, 8]]})
+    assert space.size() == 10 * 4
+    assert _tiny(dynacore={"core_size": [16, 32], "meu": "adaptive"}).size() == 10 * 2
+    for file in sorted(SPACES.glob("*.yaml")):
+        space = load_search_space(file)  # would raise for an unreachable shape
+        dims = {d.name: d.values for d in space.scalars}
+        for v in dims.get("dynacore.meu", ()):
+            for size in dims.get("dynacore.core_size", (32,)):
+                assert v == "adaptive" or MEU(*v) in reachable_meus(size), (file.name, v)
+
+
+def test_unreachable_shape_exits_2_naming_file_key_and_allowed_shapes(tmp_path: Path, capsys) -> None:
+    from hydra_opt.cli.main import main
+
+    text = (SPACES / "llama3_dynacore.yaml").read_text().replace("[32, 32, 1]", "[32, 32, 32]")
+    bad = tmp_path / "bad_dynacore.yaml"
+    bad.write_text(text)
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad_dynacore.yaml: dynacore.meu[1]: [32, 32, 32] is not a reachable" in err[0]
+    assert "allowed: adaptive or [32, 32, 1], [16, 64, 1]" in err[0] and "[1, 32, 32]" in err[0]

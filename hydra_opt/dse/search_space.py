@@ -423,6 +423,47 @@ def _any_scalar(node: Node) -> Any:
     raise node.error("must be a number, a string, true/false or a list of integers")
 
 
+def _check_meu_shapes(dnode: Node, values: Mapping[str, tuple[Any, ...]]) -> None:
+    """Reject fixed MEU shapes the DynaCore core cannot realise (they would only produce infeasible trials).
+
+    A ``meu`` value is ``adaptive`` or an ``(m, n, t)`` list; ``meu_shape`` values are lists. Every listed shape must
+    be reachable on every listed ``core_size`` (default 32, as ``DynaCoreSettings``): ``m·n·t = S²``, powers of
+    two, ``t | S/m`` (DynaCore Secs. 4-5, ``hydra_opt.hardware.dynacore.core.reachable_meus``).
+    """
+    keys = [k for k in ("meu", "meu_shape") if f"dynacore.{k}" in values]
+    if not keys:
+        return
+    from hydra_opt.hardware.dynacore.core import MEU, reachable_meus
+
+    sizes = values.get("dynacore.core_size", (32,))
+    reachable: dict[Any, tuple[MEU, ...]] = {}
+    for i, size in enumerate(sizes):
+        where = f"core_size[{i}]" if isinstance(dnode.data.get("core_size"), list) else "core_size"
+        try:
+            reachable[size] = reachable_meus(size) if isinstance(size, int) and not isinstance(size, bool) else ()
+        except ConfigError as exc:
+            raise dnode.error(exc.problem, value=size, key=where) from None
+        if not reachable[size]:
+            raise dnode.error("is not a power-of-two integer", value=size, key=where)
+    for key in keys:
+        as_list = isinstance(dnode.data.get(key), list)  # a list is a list of choices (_scalar_values)
+        for i, v in enumerate(values[f"dynacore.{key}"]):
+            where = f"{key}[{i}]" if as_list else key
+            if key == "meu" and v == "adaptive":
+                continue
+            shape = tuple(v) if isinstance(v, tuple) else None
+            for size, meus in reachable.items():
+                if shape is None or len(shape) != 3 or MEU(*shape) not in meus:
+                    allowed = ", ".join(f"[{u.m}, {u.n}, {u.t}]" for u in meus)
+                    head = "adaptive or " if key == "meu" else ""
+                    raise dnode.error(
+                        f"is not a reachable (m, n, t) shape of a {size}x{size} DynaCore core (m*n*t = {size * size}, "
+                        f"powers of two, t divides {size}/m); allowed: {head}{allowed}",
+                        value=list(v) if isinstance(v, tuple) else v,
+                        key=where,
+                    )
+
+
 def parse_search_space(root: Node) -> SearchSpace:
     """Validate a parsed search-space document (see ``docs/dse.md`` for the schema)."""
     root.mapping()
@@ -470,6 +511,7 @@ def parse_search_space(root: Node) -> SearchSpace:
         dnode = root.get("dynacore").mapping()
         for dkey, dval in dnode.items():
             scalars.append(ScalarDim(f"dynacore.{dkey}", _scalar_values(dval, object)))
+        _check_meu_shapes(dnode, {d.name: d.values for d in scalars})
 
     package: dict[str, Any] = {}
     if root.has("package"):
