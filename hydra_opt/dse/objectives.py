@@ -82,7 +82,7 @@ METRICS: dict[str, Metric] = {
         Metric("tpot_s", "minimize", "s", "TPOT", ("tpot_mean_s", "tpot_s")),
         Metric("energy_j_per_token", "minimize", "J/token", "energy", ("energy_j_per_token", "energy_per_token_j")),
         Metric("area_mm2", "minimize", "mm2", "area", ("area_mm2", "total_area_mm2")),
-        Metric("accuracy_cost", "minimize", "", "accuracy cost", ("accuracy_cost",)),
+        Metric("accuracy_cost", "minimize", "pp", "accuracy cost", ("accuracy_cost",)),
         Metric("tp_per_ttft", "maximize", "tok/s^2", "TP/TTFT", ("tp_per_ttft",)),
     )
 }
