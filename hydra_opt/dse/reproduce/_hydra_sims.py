@@ -26,6 +26,10 @@ __all__ = [
     "score",
     "geomean",
     "clear_cache",
+    "bar_chart",
+    "ratio_cause",
+    "safe_ratio",
+    "finite_extreme",
 ]
 
 #: Repository root (the package is installed editable; ``studies/`` lives next to ``hydra_opt/``).
