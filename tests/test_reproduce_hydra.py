@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,8 @@ def test_study_yamls_and_designs_exist() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("HYDRA_OPT_REPRODUCE") != "1",
+                    reason="about 10 minutes: set HYDRA_OPT_REPRODUCE=1 (benchmarks/reproduce_quick.py times all)")
 def test_quick_mode_hydra_sections(tmp_path: Path) -> None:
     """The four HYDRA quick experiments run end to end; every > 25 % gap has a stated cause (minutes: slow)."""
     from hydra_opt.dse import reproduce
