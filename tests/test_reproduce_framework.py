@@ -132,3 +132,16 @@ def test_cli_from_results_needs_no_storage(tmp_path: Path) -> None:
     assert main(["report", "--reproduce", "--from-results", "--out", str(tmp_path)]) == 0
     assert "Not built yet" in (tmp_path / "reproduction.md").read_text() or \
         "Not run yet" in (tmp_path / "reproduction.md").read_text()
+
+
+def test_validate_accepts_paper_experiments_and_rejects_a_broken_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = Path(__file__).resolve().parents[1] / "studies" / "paper"
+    exps = [p for p in sorted(root.glob("hydra_*.yaml")) if "paper_experiment" in p.read_text()]
+    assert exps
+    assert main(["validate", *map(str, exps)]) == 0
+    bad = tmp_path / "hydra_bad.yaml"
+    bad.write_text("kind: paper_experiment\n- not a mapping\n")
+    assert main(["validate", str(bad)]) == 2
+    assert "hydra_bad.yaml" in capsys.readouterr().err

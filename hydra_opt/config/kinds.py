@@ -32,6 +32,7 @@ KINDS: dict[str, str] = {
     "search_space": "hydra_opt.dse.search_space:load_search_space",
     "objective": "hydra_opt.dse.objectives:load_objectives",
     "study": "hydra_opt.dse.study:load_study_spec",
+    "paper_experiment": "hydra_opt.dse.reproduce._hydra_sims:load_experiment_file",
     "model": "hydra_opt.workload.models:load_model",
     "workload": "hydra_opt.workload.workload:load_workload",
 }

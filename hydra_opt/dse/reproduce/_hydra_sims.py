@@ -55,6 +55,12 @@ def load_spec(key: str, path: str | Path | None = None) -> dict:
     return data
 
 
+def load_experiment_file(path: str | Path) -> dict:
+    """``python -m hydra_opt validate`` loader of ``kind: paper_experiment`` files (see :func:`load_spec`)."""
+    p = Path(path)
+    return load_spec(p.stem, p)
+
+
 def horizon(spec: dict, quick: bool) -> float:
     """Simulated horizon of the experiment, s."""
     h = spec.get("horizon_s", 100.0)
