@@ -112,7 +112,6 @@ def main(argv=None) -> int:
 def _others(n: int, horizon: float) -> list[str]:
     """Single-design medians for the other paper models and for continuous batching."""
     from hydra_opt.evaluate.estimator import EstimatorOptions, core, estimate
-    from hydra_opt.system.design import DesignPoint
     from hydra_opt.system.space import paper_space
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
@@ -124,15 +123,7 @@ def _others(n: int, horizon: float) -> list[str]:
     for model_name, space_name, wl_name, policies in cases:
         model, wl = load_model(model_name), load_workload(wl_name)
         opts = EstimatorOptions(horizon_s=horizon)
-        space = paper_space(space_name)
-        rng = np.random.default_rng(0)
-        designs = []
-        for ci in rng.choice(len(space.compositions), n, replace=False):
-            n_mem, counts = space.compositions[int(ci)]
-            designs.append(DesignPoint(counts=counts, memory=space.memory, n_mem=n_mem,
-                                       d2d_bw_gbps=float(rng.choice(space.d2d_bws_gbps)),
-                                       max_batch=int(rng.choice(space.batch_sizes)), precision=space.precision,
-                                       **policies))
+        designs = paper_space(space_name).sample(n, 0, **policies)
         estimate(designs[0], model, wl, options=opts)
         first, again = [], []
         for runs in (first, again):

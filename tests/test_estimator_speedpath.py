@@ -9,7 +9,6 @@ stored below (computed before the fast path existed, at commit f0997de).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -40,16 +39,7 @@ def _workload(name: str):
 
 def _spread(space_name: str, n: int, seed: int, **policies) -> list[DesignPoint]:
     """``n`` designs of a paper space spread over its compositions, bandwidths and batch sizes."""
-    space = paper_space(space_name)
-    rng = np.random.default_rng(seed)
-    out = []
-    for ci in rng.choice(len(space.compositions), n, replace=False):
-        n_mem, counts = space.compositions[int(ci)]
-        out.append(DesignPoint(counts=counts, memory=space.memory, n_mem=n_mem,
-                               d2d_bw_gbps=float(rng.choice(space.d2d_bws_gbps)),
-                               max_batch=int(rng.choice(space.batch_sizes)), precision=space.precision,
-                               **{"placement": "cp", "batching": "static", "scheduler": "static", **policies}))
-    return out
+    return paper_space(space_name).sample(n, seed, **policies)
 
 
 # (model, space, workload, options, design policies, designs)

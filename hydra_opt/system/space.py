@@ -15,6 +15,8 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from hydra_opt.system.design import DesignPoint
 
 __all__ = [
@@ -109,18 +111,29 @@ class DesignSpace:
         for n_mem, counts in self.compositions:
             for bw in self.d2d_bws_gbps:
                 for b in self.batch_sizes:
-                    yield DesignPoint(
-                        counts=counts,
-                        memory=self.memory,
-                        n_mem=n_mem,
-                        d2d_bw_gbps=float(bw),
-                        max_batch=b,
-                        placement=self.placement,
-                        batching=self.batching,
-                        scheduler=self.scheduler,
-                        precision=self.precision,
-                        slot_area_mm2=self.slot_area_mm2,
-                    )
+                    yield self._design(n_mem, counts, bw, b)
+
+    def sample(self, n: int, seed: int, **policies: str) -> list[DesignPoint]:
+        """``n`` designs on ``n`` distinct compositions (seeded), each with a random D2D bandwidth and batch size.
+
+        Args:
+            n: Number of designs (at most :attr:`n_compositions`).
+            seed: Seed of the draws (compositions first, then bandwidth and batch per design).
+            **policies: Overrides of the space's ``placement``/``batching``/``scheduler`` (other design fields are
+                the space's).
+        """
+        rng = np.random.default_rng(seed)
+        out = []
+        for ci in rng.choice(len(self.compositions), n, replace=False):
+            n_mem, counts = self.compositions[int(ci)]
+            bw = rng.choice(self.d2d_bws_gbps)
+            out.append(self._design(n_mem, counts, bw, int(rng.choice(self.batch_sizes)), **policies))
+        return out
+
+    def _design(self, n_mem: int, counts, bw, batch: int, **policies: str) -> DesignPoint:
+        runtime = {"placement": self.placement, "batching": self.batching, "scheduler": self.scheduler, **policies}
+        return DesignPoint(counts=counts, memory=self.memory, n_mem=n_mem, d2d_bw_gbps=float(bw), max_batch=batch,
+                           precision=self.precision, slot_area_mm2=self.slot_area_mm2, **runtime)
 
 
 def llama3_space(**policies) -> DesignSpace:
