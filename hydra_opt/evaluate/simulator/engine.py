@@ -754,19 +754,7 @@ class Engine:
         part.prev_chip = c
         blk = part.block = part.end
         if blk < self.nb:
-            smap = self.static_map
-            if smap is not None:  # the static scheduler's fast path of _dispatch + _ready
-                phase = part.phase
-                part.end = self.seg_end[phase][blk]
-                part.family = self.families[blk]
-                part.mem_xy = self.block_mem_xy[blk]
-                nxt = part.chip = smap[phase][blk]
-                view.queues[nxt].append(part)
-                view.load[nxt] += 1
-                if not busy[nxt]:
-                    self._start_next(nxt)
-            else:
-                self._dispatch(part)
+            self._dispatch(part)
         else:
             self._end_part(part)
         if not busy[c] and (view.queues[c] or self.stealing):
