@@ -1,0 +1,77 @@
+"""Optional compiled build of the simulator's hot loop (docs/simulator.md "Compiled hot loop").
+
+Everything is declared in pyproject.toml; this file only adds the Cython extension modules. The modules are
+ordinary Python (``engine.py``, ``flows.py``) compiled as they are — no separate .pyx — so the pure-Python
+package is the same code and the fallback when no C compiler is present (or ``HYDRA_OPT_PURE_PYTHON=1`` at build
+time). Each build writes ``_compiled_sources.json`` (SHA-256 of the sources it compiled) next to the extensions,
+so the package can tell a stale extension from a fresh one at import time (``hydra_opt/evaluate/simulator/_accel.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+#: Modules compiled from their .py sources (the per-task event path; see docs/simulator.md).
+COMPILED = ("hydra_opt.evaluate.simulator.engine", "hydra_opt.evaluate.simulator.flows")
+
+
+class OptionalBuildExt(build_ext):
+    """Build the extensions if a compiler is there; otherwise warn and keep the pure-Python package."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # noqa: BLE001 - any compiler/toolchain failure means "use pure Python"
+            self._skip(exc)
+            return
+        self._write_manifest()
+
+    def build_extension(self, ext) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # noqa: BLE001
+            self._skip(exc)
+
+    @staticmethod
+    def _skip(exc: Exception) -> None:
+        print(f"hydra_opt: compiled simulator not built ({type(exc).__name__}: {exc}); using pure Python",
+              file=sys.stderr)
+
+    def _write_manifest(self) -> None:
+        by_dir: dict[Path, dict[str, str]] = {}
+        for ext in self.extensions:
+            out = Path(self.get_ext_fullpath(ext.name))
+            if not out.exists():
+                continue
+            src = ROOT / (ext.name.replace(".", "/") + ".py")
+            by_dir.setdefault(out.parent, {})[ext.name.rsplit(".", 1)[1]] = hashlib.sha256(src.read_bytes()).hexdigest()
+        for d, shas in by_dir.items():
+            (d / "_compiled_sources.json").write_text(json.dumps(shas, indent=1, sort_keys=True) + "\n")
+
+
+def _extensions() -> list:
+    if os.environ.get("HYDRA_OPT_PURE_PYTHON") == "1":
+        return []
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        print("hydra_opt: Cython not available; using the pure-Python simulator", file=sys.stderr)
+        return []
+    from setuptools import Extension
+
+    exts = [Extension(name, [name.replace(".", "/") + ".py"]) for name in COMPILED]
+    # annotation_typing=False: the annotations are documentation, not C types — the compiled module must compute
+    # exactly what the Python one does (Python floats and ints, same operations, same order).
+    return cythonize(exts, build_dir="build/cython", quiet=True,
+                     compiler_directives={"language_level": 3, "annotation_typing": False, "binding": True})
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
