@@ -86,8 +86,10 @@ def run_exhaustive(
         pairs: (model, workload) references.
         objectives: What to read and how to aggregate over pairs.
         evaluator: The evaluator (must be picklable when ``processes > 1``).
-        simulate: ``"all"``; ``"front:K"`` = the K designs nearest the estimated front (:func:`screen`); or the
-            number of feasible designs to simulate (uniform sample, ``seed``).
+        simulate: ``"all"``; ``"front:K"`` = the K designs nearest the estimated front (:func:`screen`);
+            ``"plan:K"`` = K designs chosen one at a time by the calibrated plan
+            (:func:`hydra_opt.dse.plan.plan_next`, sequential, in this process); or the number of feasible designs
+            to simulate (uniform sample, ``seed``).
         seed: Seed of the sample.
         sim_seed: Seed of every simulation.
         processes: Worker processes for the simulations.
@@ -123,6 +125,9 @@ def run_exhaustive(
             est[m][i] = combined[m]
     est_wall = time.perf_counter() - t0
 
+    if isinstance(simulate, str) and simulate.startswith("plan:"):
+        return _run_plan(designs, idx, est, feasible, keys, pairs, objectives, evaluator,
+                         int(simulate.split(":", 1)[1]), sim_seed, est_wall, progress)
     if simulate == "all":
         chosen = idx
     elif isinstance(simulate, str) and simulate.startswith("front:"):
@@ -151,6 +156,34 @@ def run_exhaustive(
     for i, r in zip(chosen, results):
         for m in metrics:
             sim[m][i] = r[m]
+    return ExhaustiveResult([dict(d) for d in designs], feasible, est, sim, est_wall, time.perf_counter() - t1)
+
+
+def _run_plan(designs, idx, est, feasible, keys, pairs, objectives, evaluator, k, sim_seed, est_wall, progress):
+    from hydra_opt.dse.plan import design_features, plan_next
+
+    names = [m.name for m in objectives.metrics]
+    metrics = list(est)
+    n = len(designs)
+    pts = np.column_stack([est[m][idx] for m in names])
+    pool = idx[np.all(np.isfinite(pts), axis=1)]
+    feats = design_features([designs[i] for i in pool])
+    maximize = [m.direction == "maximize" for m in objectives.metrics]
+    sim_pool = np.full((len(pool), len(names)), np.nan)
+    sim = {m: np.full(n, np.nan) for m in metrics}
+    t1 = time.perf_counter()
+    for j in range(min(k, len(pool))):
+        pick = plan_next(np.column_stack([est[m][pool] for m in names]), sim_pool, feats, maximize, k)
+        if pick is None:
+            break
+        i = pool[pick[0]]
+        r = _sim_one((evaluator, dict(designs[i]), list(zip(keys, pairs)), objectives, sim_seed))
+        for m in metrics:
+            sim[m][i] = r[m]
+        # a non-finite simulation still counts as spent: mark it so it is not picked again
+        sim_pool[pick[0]] = [r[m] if math.isfinite(r[m]) else -math.inf for m in names]
+        if progress:
+            progress("simulate", j + 1, k)
     return ExhaustiveResult([dict(d) for d in designs], feasible, est, sim, est_wall, time.perf_counter() - t1)
 
 

@@ -39,7 +39,8 @@ from optuna.trial import FrozenTrial, TrialState
 from hydra_opt.config import ConfigError, Node, load_yaml
 from hydra_opt.dse.evaluators import Evaluator, HydraEvaluator
 from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
-from hydra_opt.dse.pruner import Promotion, PromotionPruner
+from hydra_opt.dse.plan import PLANS, design_features, plan_next
+from hydra_opt.dse.pruner import Promotion, PromotionPruner, estimate_vector
 from hydra_opt.dse.samplers import CONSTRAINTS_ATTR, SamplerSpec, make_sampler, worker_seed
 from hydra_opt.dse.search_space import SearchSpace, load_search_space, parse_search_space
 from hydra_opt.dse.storages import StorageOptions, check_url, make_storage, redact_url, sqlite_url_for
@@ -93,6 +94,9 @@ class StudySpec:
         n_trials: Total budget of finished trials over the whole study (None = unbounded).
         max_simulations: Cap on distinct simulated designs over the whole study (None = none); once reached,
             trials are still estimated but end PRUNED (``promotion: simulation-budget``).
+        plan: How the simulation budget is spent: ``"greedy"`` (promote as the pruner decides until the cap) or
+            ``"calibrated"`` (estimate only until the trials left equal the simulations left, then simulate the
+            designs :func:`hydra_opt.dse.plan.plan_next` picks; needs ``n_trials`` and ``max_simulations``).
         timeout_s: Wall-time limit of one invocation, s (None = none).
         storage: Storage URL.
         artifact_dir: Folder of the artifact store (None = no artifacts).
@@ -113,6 +117,7 @@ class StudySpec:
     n_trials: int | None = 100
     timeout_s: float | None = None
     max_simulations: int | None = None
+    plan: str = "greedy"
     storage: str = ""
     artifact_dir: Path | None = None
     seed: int = 0
@@ -267,6 +272,7 @@ def parse_study_spec(root: Node) -> StudySpec:
     n_trials: int | None = 100
     timeout_s: float | None = None
     max_simulations: int | None = None
+    plan = "greedy"
     if root.has("budget"):
         bn = root.get("budget").mapping()
         n_trials = bn.get("n_trials", 100).int(minimum=1, maximum=10**7)
@@ -274,7 +280,11 @@ def parse_study_spec(root: Node) -> StudySpec:
             timeout_s = bn.get("timeout_s").number(positive=True, maximum=10**8)
         if bn.has("max_simulations"):
             max_simulations = bn.get("max_simulations").int(minimum=1, maximum=10**7)
-        bn.done(["n_trials", "timeout_s", "max_simulations"])
+        plan = bn.get("plan", "greedy").str(choices=PLANS)
+        if plan == "calibrated" and max_simulations is None:
+            raise ConfigError("needs budget.max_simulations (the budget it plans)", file=root.file, key="budget.plan",
+                              value=plan)
+        bn.done(["n_trials", "timeout_s", "max_simulations", "plan"])
 
     stem = Path(root.file).stem
     if root.has("storage"):
@@ -308,7 +318,7 @@ def parse_study_spec(root: Node) -> StudySpec:
     )
     return StudySpec(
         name=name, file=root.file, pairs=tuple(pairs), space=space, objectives=objectives, sampler=sampler,
-        pruner=pruner, n_trials=n_trials, timeout_s=timeout_s, max_simulations=max_simulations, storage=storage, artifact_dir=artifact_dir,
+        pruner=pruner, n_trials=n_trials, timeout_s=timeout_s, max_simulations=max_simulations, plan=plan, storage=storage, artifact_dir=artifact_dir,
         seed=seed, sim_seed=sim_seed, estimate_options=est_opts, simulate_options=sim_opts or None,
         evaluator=evaluator,
     )
@@ -433,7 +443,12 @@ class DseObjective:
                 report.promotion = Promotion(True, "duplicate")
                 return list(t.values)
 
-        if spec.pruner.enabled:
+        planned = trial.user_attrs.get(PLAN_ATTR) if spec.plan == "calibrated" else None
+        if planned is not None:
+            decision = Promotion(True, str(planned))  # chosen by the simulation plan (_plan_callback)
+        elif spec.plan == "calibrated":
+            decision = Promotion(False, "deferred")  # the plan spends the simulations at the end of the study
+        elif spec.pruner.enabled:
             me = next(t for t in trials if t.number == trial.number)
             decision = self.pruner.decide_among(trials, me, trial.study.directions)
         else:
@@ -620,7 +635,8 @@ def _revisit_callback(spec: StudySpec, pruner: PromotionPruner) -> Callable[[opt
     """After the estimate-only phase, enqueue the collected designs that lie on the estimated front (once)."""
 
     def cb(study: optuna.Study, _trial: FrozenTrial) -> None:
-        if not spec.pruner.enabled or pruner.min_estimates <= 0 or study.user_attrs.get(REVISIT_ATTR):
+        if (not spec.pruner.enabled or pruner.min_estimates <= 0 or spec.plan == "calibrated"
+                or study.user_attrs.get(REVISIT_ATTR)):
             return
         trials = study.get_trials(deepcopy=False)
         estimated = [t for t in trials if all(t.user_attrs.get(f"est_{m}") is not None for m in pruner.metrics)]
@@ -636,6 +652,62 @@ def _revisit_callback(spec: StudySpec, pruner: PromotionPruner) -> Callable[[opt
             if rank_only.decide_among(estimated, t, study.directions).promoted:
                 seen.add(key)
                 study.enqueue_trial(t.params, user_attrs={"revisit_of": t.number})
+
+    return cb
+
+
+PLAN_ATTR = "planned"
+
+
+def _plan_callback(spec: StudySpec, metrics: Sequence[str]) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """Calibrated plan: once the trials left in the study equal the simulations left, enqueue (one at a time) the
+    estimated design :func:`hydra_opt.dse.plan.plan_next` picks; the objective promotes it (``promotion: plan-*``)."""
+
+    def cb(study: optuna.Study, _trial: FrozenTrial) -> None:
+        if spec.plan != "calibrated" or spec.n_trials is None or spec.max_simulations is None:
+            return
+        trials = study.get_trials(deepcopy=False)
+        if any(t.state == TrialState.WAITING for t in trials):
+            return  # a planned trial is already queued
+        finished = sum(t.state in FINISHED_STATES for t in trials)
+        simulated = {t.user_attrs.get("design_key") for t in trials if "sim_wall_s" in t.user_attrs}
+        # Planned trials another worker is running count as spent (their design is not planned twice).
+        running = {t.user_attrs.get("design_key") for t in trials
+                   if t.state == TrialState.RUNNING and PLAN_ATTR in t.user_attrs}
+        simulated |= running
+        left_sims = spec.max_simulations - len(simulated)
+        left_trials = spec.n_trials - finished
+        if left_sims <= 0 or left_trials <= 0 or left_trials > left_sims:
+            return
+        # Pool: one row per distinct estimated design (sorted by key: storage order cannot matter).
+        pool: dict[str, tuple[FrozenTrial, Any, Any]] = {}
+        for t in trials:
+            key = t.user_attrs.get("design_key")
+            est = estimate_vector(t, metrics)
+            if key is None or est is None or key in pool or key in running:
+                continue
+            pool[key] = (t, est, None)
+        for t in trials:
+            key = t.user_attrs.get("design_key")
+            if key in pool and "sim_wall_s" in t.user_attrs:
+                sim = estimate_vector(t, metrics, prefix="sim_")
+                if sim is None:
+                    pool.pop(key)  # simulated without finite values: never planned again
+                else:
+                    pool[key] = (pool[key][0], pool[key][1], sim)
+        if not pool:
+            return
+        keys = sorted(pool)
+        import numpy as np
+
+        est = np.array([pool[k][1] for k in keys])
+        sim = np.array([pool[k][2] if pool[k][2] is not None else np.full(len(metrics), np.nan) for k in keys])
+        feats = design_features([pool[k][0].user_attrs.get("design", {}) for k in keys])
+        maximize = [d == optuna.study.StudyDirection.MAXIMIZE for d in study.directions]
+        pick = plan_next(est, sim, feats, maximize, spec.max_simulations, k_ranks=spec.pruner.k_ranks)
+        if pick is not None:
+            src = pool[keys[pick[0]]][0]
+            study.enqueue_trial(src.params, user_attrs={PLAN_ATTR: pick[1], "revisit_of": src.number})
 
     return cb
 
@@ -666,7 +738,8 @@ def run_worker(
         store = optuna.artifacts.FileSystemArtifactStore(str(spec.artifact_dir))
     objective = DseObjective(spec, evaluator, artifact_store=store, budget=spec.n_trials)
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [
-        _revisit_callback(spec, objective.pruner), _budget_callback(spec.n_trials)
+        _revisit_callback(spec, objective.pruner), _plan_callback(spec, objective.metrics),
+        _budget_callback(spec.n_trials),
     ]
     if on_trial is not None:
         callbacks.append(lambda s, t: on_trial(s, t, objective.last if objective.last and objective.last.number == t.number else None))
