@@ -55,7 +55,8 @@ def _pairs(args) -> list[tuple[str, str]]:
 
 
 def _tag(args) -> str:
-    return f"{args.model}_{Path(args.workload).stem}"
+    # benchmarks/results/dse_workload_<name>.yaml: a workload defined for this benchmark (tag: <name>)
+    return f"{args.model}_{Path(args.workload).stem.removeprefix('dse_workload_')}"
 
 
 def exhaustive(args) -> None:
