@@ -3,7 +3,7 @@
 ``pip install`` compiles ``engine.py`` and ``flows.py`` with Cython when a C compiler is there (``setup.py``); the
 extension modules sit next to the sources and Python imports them first. An extension built from an older
 source (say, after editing ``engine.py`` in an editable install without re-installing) would silently run old
-code, so before the simulator is imported each extension's recorded source hash (``_compiled_sources.json``,
+code, so before the simulator is imported each extension's recorded source hash (its .py and .pxd) (``_compiled_sources.json``,
 written by the build) is compared with the source on disk; on a mismatch the source is imported instead, with a
 warning. ``HYDRA_OPT_PURE_PYTHON=1`` in the environment imports the sources in any case (results are identical;
 the compiled modules are only faster).
@@ -36,6 +36,15 @@ def _extension_file(name: str) -> Path | None:
     return None
 
 
+def _source_sha(src: Path) -> str:
+    """SHA-256 of a module's .py and, when present, its augmenting .pxd (the build's ``_source_sha``)."""
+    h = hashlib.sha256(src.read_bytes())
+    pxd = src.with_suffix(".pxd")
+    if pxd.exists():
+        h.update(pxd.read_bytes())
+    return h.hexdigest()
+
+
 def _import_source(fullname: str, src: Path) -> None:
     spec = importlib.util.spec_from_file_location(fullname, src)
     module = importlib.util.module_from_spec(spec)
@@ -57,7 +66,7 @@ def guard() -> None:
         src = _HERE / f"{name}.py"
         if not src.exists():
             continue  # an installed wheel without sources: the extension is all there is
-        if not pure and manifest.get(name) == hashlib.sha256(src.read_bytes()).hexdigest():
+        if not pure and manifest.get(name) == _source_sha(src):
             continue
         if not pure:
             warnings.warn(

@@ -311,6 +311,9 @@ class Engine:
         self.n_rejected = 0
 
         self.heap: list = []
+        self.arrivals_done = False
+        self._net_changed = False
+        self._checks = 0  # debug-mode invariant checks run so far
         self.seq = 0
         self.now = 0.0
         self.events = 0
@@ -383,9 +386,6 @@ class Engine:
         if net is not None and end > net.now_s:
             net.advance(end)
         return self._raw(end, time.perf_counter() - wall0)
-
-    arrivals_done = False
-    _net_changed = False
 
     def _push(self, t: float, kind: int, task, ver: int = 0) -> None:
         self.seq += 1
@@ -799,8 +799,6 @@ class Engine:
             for rid in self.running:
                 assert self.mem.holds(rid)
             assert sum(self.busy) == sum(1 for t in self.run_task if t is not None)
-
-    _checks = 0
 
     def _raw(self, end: float, wall: float) -> RawRun:
         self.now = end

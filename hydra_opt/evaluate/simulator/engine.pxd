@@ -1,0 +1,57 @@
+# Cython declarations for engine.py (docs/simulator.md "Compiled hot loop"); ignored by pure Python.
+# The task record and the engine become extension types with C-level attribute access, and the per-task methods
+# C-level calls. Only C doubles for Python floats and C integers for counters that stay far below 2**63: the
+# arithmetic is the same IEEE-754 double arithmetic as in Python, so results are bit-identical.
+import cython
+
+
+cdef class _Part:
+    cdef public object batch, phase, rids, vals, epochs, family, mem_xy, res
+    cdef public Py_ssize_t block, prev_chip, chip, end
+    cdef public double start, nbytes
+    cdef public bint cs_open, flow_open
+
+
+cdef class Engine:
+    cdef public object K, T, admit_t, arr, batcher, batches, bc_path, bin_s, bins, block_mem, block_mem_xy, block_node
+    cdef public object busy, busy_s, caps, chip_lat, chip_node, ctype, discarded, epoch, families, finish_t, first_bs
+    cdef public object first_t, flow_task, flows, gen, heap, hook_cache, hooks, hopm, link_bytes, max_batch, max_batches
+    cdef public object mem, mem_int, mesh, model, n, n_arrived, n_done, n_rejected, net, next_bid, npre, opt, out
+    cdef public object port_bw, port_res, preempt_events, prompt, queue, res_path, run_task, running, sched, seg_end
+    cdef public object sharing, stage, static_map, status, sys, token_n, token_t, view, where
+    cdef public double now
+    cdef public double link_bps
+    cdef public double energy_dyn
+    cdef public double hop_s
+    cdef public double mem_t
+    cdef public long long seq
+    cdef public long long events
+    cdef public long long flow_seq
+    cdef public long long tokens
+    cdef public long long _checks
+    cdef public Py_ssize_t nb
+    cdef public Py_ssize_t nc
+    cdef public Py_ssize_t R_MEM
+    cdef public Py_ssize_t R_IO
+    cdef public bint stealing
+    cdef public bint continuous
+    cdef public bint arrivals_done
+    cdef public bint _net_changed
+
+    @cython.locals(horizon=cython.double, ta=cython.double, th=cython.double, t=cython.double,
+                   t_net=cython.double, i_arr=Py_ssize_t, n=Py_ssize_t, kind=cython.int, debug=bint,
+                   net_dirty=bint)
+    cpdef run(self)
+    cpdef _push(self, double t, int kind, task, long long ver=*)
+    @cython.locals(task=_Part, seq="long long")
+    cpdef _drain(self, fid)
+    cpdef _account(self, _Part task)
+    cpdef _dispatch(self, _Part part)
+    cpdef _ready(self, _Part task)
+    @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
+                   cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,
+                   prev=Py_ssize_t, seq="long long")
+    cpdef _start_next(self, Py_ssize_t c)
+    @cython.locals(c=Py_ssize_t, blk=Py_ssize_t)
+    cpdef _finish(self, _Part part)
+    cpdef _end_part(self, _Part part)
