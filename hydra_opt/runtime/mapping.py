@@ -22,6 +22,10 @@ minimisation on unrelated machines (NP-hard in general; tens of tasks here). Alg
 
 Among bottleneck-optimal mappings the total cost Σ t(k, Ω(k)) is minimised as a tie-break (fewer hops).
 
+:func:`variance_greedy_mapping` is the HYDRA artifact's static mapper (METHODS §2d), kept for comparisons with
+the artifact (``SimOptions.mapping = "artifact"``): one greedy pass in model order that keeps the chiplets'
+accumulated loads as even as possible (least variance), with no improvement step.
+
 The runtime layer does not price tasks: callers build the cost matrix (``hydra_opt.evaluate`` uses
 ``opcost.task_time``) and use :func:`comm_time_s` for Eq. 3.
 """
@@ -41,6 +45,7 @@ __all__ = [
     "map_tasks",
     "round_robin_mapping",
     "spatial_pipeline_mapping",
+    "variance_greedy_mapping",
 ]
 
 _EPS = 1e-12
@@ -107,6 +112,37 @@ def round_robin_mapping(cost_s, compatible=None) -> Mapping:
         i = cursor.get(cands, 0)
         assign.append(cands[i % len(cands)])
         cursor[cands] = i + 1
+    return _result(t, assign, optimal=False)
+
+
+def variance_greedy_mapping(cost_s, compatible=None) -> Mapping:
+    """The artifact's static mapper: tasks in model order, each to the compatible chiplet after which the
+    accumulated loads of all the phase's chiplets have the least variance (ties: lower current load, then lower
+    index). The phase's chiplets are those that can run at least one of its tasks.
+
+    Unlike :func:`map_tasks` it neither orders tasks by cost nor improves the result, so its bottleneck can be
+    well above the optimum (e.g. costs ``[1, 1, 2]`` on two identical chiplets give loads ``(3, 1)``).
+
+    Raises:
+        ValueError: A task without any compatible chiplet, a negative cost, or mismatched shapes.
+    """
+    t, ok = _check(cost_s, compatible)
+    phase_chips = np.flatnonzero(ok.any(axis=0))
+    pos = {int(c): i for i, c in enumerate(phase_chips)}
+    load = np.zeros(phase_chips.size)
+    assign = []
+    for k in range(t.shape[0]):
+        best = None
+        for c in np.flatnonzero(ok[k]):
+            i = pos[int(c)]
+            trial = load.copy()
+            trial[i] += t[k, c]
+            key = (float(trial.var()), float(load[i]), int(c))
+            if best is None or key < best:
+                best = key
+        c = best[2]
+        load[pos[c]] += t[k, c]
+        assign.append(c)
     return _result(t, assign, optimal=False)
 
 
@@ -361,15 +397,22 @@ def spatial_pipeline_mapping(
     compatible: dict[str, np.ndarray] | None = None,
     *,
     node_limit: int = 2_000,
+    method: str = "bottleneck",
 ) -> dict[tuple[str, int], int]:
     """Ω for every phase: ``{(phase, block): chiplet}`` from per-phase ``(n_blocks, n_chiplets)`` cost matrices.
 
     Phases are mapped independently (prefill and decode tasks run on their own chiplets, or share them with
     costs that already say so). Use ``inf`` (or ``compatible=False``) where a chiplet cannot run a block.
+    ``method``: ``bottleneck`` (:func:`map_tasks`, Eqs. 4–5) or ``variance`` (:func:`variance_greedy_mapping`,
+    the artifact's mapper).
     """
+    if method not in ("bottleneck", "variance"):
+        raise ValueError(f"method must be 'bottleneck' or 'variance', not {method!r}")
     out: dict[tuple[str, int], int] = {}
     for phase in sorted(costs):
-        m = map_tasks(costs[phase], None if compatible is None else compatible.get(phase), node_limit=node_limit)
+        mask = None if compatible is None else compatible.get(phase)
+        m = (map_tasks(costs[phase], mask, node_limit=node_limit) if method == "bottleneck"
+             else variance_greedy_mapping(costs[phase], mask))
         for b, c in enumerate(m.assign):
             out[(phase, b)] = c
     return out

@@ -46,7 +46,7 @@ def _fallback_placement(design, n_blocks: int) -> tuple[list[int], list[int], li
 def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any = None, seed: int = 0,
                  placement: str | None = None, hop_latency_s: float = DEFAULT_HOP_LATENCY_S,
                  placement_preset: str = "clean", nominal_context: int = 512,
-                 context_tokens: int | None = None) -> tuple[SimSystem, dict]:
+                 context_tokens: int | None = None, mapping: str = "bottleneck") -> tuple[SimSystem, dict]:
     """Place ``design`` for ``model`` and assemble the engine's view of it.
 
     Args:
@@ -63,6 +63,9 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
             tokens — the workload's mean prompt + output length (see ``simulate_design``). ``None``: the
             model's ``max_position`` (worst case). Ignored by the ``paper`` preset (the artifact's split does
             not look at context).
+        mapping: How Ω is computed: ``bottleneck`` (Eqs. 3–5 at ``max_batch`` × ``nominal_context``) or
+            ``artifact`` (the artifact's static mapper, METHODS §2d: blocks in model order, least variance of the
+            accumulated latency, priced at batch 32 × context 32, no communication term).
 
     Returns:
         ``(system, info)`` where ``info`` names the placement/mapping implementations used and the placement cost.
@@ -117,12 +120,12 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
     map_mod = _try_import("hydra_opt.runtime.mapping")
     omega = None
     if map_mod is not None:
-        omega = _call_mapping(map_mod, system, sim_model, design, nominal_context)
+        omega = _call_mapping(map_mod, system, sim_model, design, nominal_context, style=mapping)
     if omega is None:
         omega = greedy_omega(system, sim_model, batch=design.max_batch)
         info["mapping"] = "greedy bottleneck (fallback)"
     else:
-        info["mapping"] = "hydra_opt.runtime.mapping"
+        info["mapping"] = "hydra_opt.runtime.mapping" + (" (artifact variance-greedy)" if mapping == "artifact" else "")
     system.omega = omega
     return system, info
 
@@ -149,12 +152,14 @@ def _dynacore_hooks(names, chiplets, design, model, sim_model) -> dict:
     return hooks
 
 
-def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any, nominal_context: int = 512) -> dict | None:
+def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any, nominal_context: int = 512,
+                  style: str = "bottleneck") -> dict | None:
     """Ω from ``hydra_opt.runtime.mapping.spatial_pipeline_mapping`` over the (phase, block) tasks.
 
     Cost of task k on chiplet c (Eq. 3): roofline time of the block at a nominal batch (``max_batch`` requests,
     prefill of ``nominal_context`` tokens or a decode step at that context) with memory streaming at the link
-    bandwidth, plus ``hops · bytes / B_NoI`` to the block's memory.
+    bandwidth, plus ``hops · bytes / B_NoI`` to the block's memory. ``style="artifact"``: the artifact's static
+    mapper instead (batch 32, context 32, no communication term, least-variance greedy; METHODS §2d).
     """
     import numpy as np
 
@@ -166,7 +171,10 @@ def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any,
         return None
     n_b, n_c = sim_model.n_blocks, len(system.chiplets)
     native, _ = compat_lists(system.chiplets, sim_model.families)
-    bsz = int(design.max_batch)
+    artifact = style == "artifact"
+    bsz = 32 if artifact else int(design.max_batch)
+    if artifact:
+        nominal_context = 32
     link = system.mesh.link_bw_gbps
     mem_k, _ = mem_coefficients(sim_model.coeffs)
     kt = {}
@@ -187,5 +195,6 @@ def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any,
                 comp, sram = kt[system.chiplets[c]]
                 hops = system.mesh.hops(system.chip_node[c], system.mem_node[system.block_mem[b]])
                 t_run = max(float(comp[b] @ agg), float(sram[b] @ agg), mem_b[b] / (link * 1e9))
-                cost[b, c] = t_run + float(mod.comm_time_s(hops, mem_b[b], link))
-    return {(str(p), int(b)): int(c) for (p, b), c in fn(costs).items()}
+                cost[b, c] = t_run + (0.0 if artifact else float(mod.comm_time_s(hops, mem_b[b], link)))
+    omega = fn(costs, method="variance") if artifact else fn(costs)
+    return {(str(p), int(b)): int(c) for (p, b), c in omega.items()}

@@ -67,7 +67,8 @@ def simulate_design(design: Any, model: Any, workload: Any, *, seed: int = 0, op
     ctx = int(round(float(np.mean(prompt + out)))) if prompt.size else None
     system, info = build_system(design, model, sim_model, library=library, seed=pseed, placement=opt.placement,
                                 hop_latency_s=opt.hop_latency_s,
-                                placement_preset="paper" if opt.paper_preset else "clean", context_tokens=ctx)
+                                placement_preset="paper" if opt.paper_preset else "clean", context_tokens=ctx,
+                                mapping=opt.mapping)
     if opt.horizon_s is None and horizon is not None:
         opt = opt.with_(horizon_s=float(horizon))
     res = run_system(

@@ -22,6 +22,7 @@ _CHOICES = {
     "batching": (None, "static", "continuous"),
     "scheduler": (None, "static", "fcfs", "worksteal", "elastic"),
     "placement": (None, "cp", "rr", "random"),
+    "mapping": ("bottleneck", "artifact"),
 }
 
 
@@ -63,6 +64,10 @@ class SimOptions:
         placement_seed: Seed of the ``random`` placement (None: the simulation seed).
         link_bins_s: Bin width of the per-link utilisation time series, s (None: totals only); in ``raw.link_series``
             as (bin start times, utilisation per bin × link).
+        mapping: How the initial mapping Ω (used by the static and elastic schedulers) is computed:
+            ``bottleneck`` (default; HYDRA Eqs. 3–5, ``runtime.mapping.map_tasks``) or ``artifact`` (the artifact's
+            static mapper: blocks in model order to the chiplet leaving the least variance of accumulated latency,
+            priced at batch 32 × context 32 without communication; METHODS §2d). Not part of :meth:`paper`.
         fuse_blocks: Run consecutive blocks that Ω maps to the same chiplet, with weights on the same memory, as
             one task (per-block compute rooflines add; their bytes are one flow; docs/simulator.md "Block
             fusion"). Fewer events, but a batch then holds the chiplet for the whole run of blocks, which changes
@@ -93,6 +98,7 @@ class SimOptions:
     max_batch: int | None = None
     placement_seed: int | None = None
     link_bins_s: float | None = None
+    mapping: str = "bottleneck"
     fuse_blocks: bool = False
     debug: bool = False
     paper_preset: bool = False
