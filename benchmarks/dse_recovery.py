@@ -4,20 +4,28 @@ Two phases, both with hydra_opt's own estimator and simulator:
 
 1. ``--phase exhaustive``: simulate every design of a documented sub-space (default: ``search_spaces/quickstart.yaml``,
    450 designs of the Llama-3 Table III space: HBM 4-12 even, D2D 256/512 GB/s, batch 4/8/16) on one (model,
-   workload) pair; the table goes to ``benchmarks/results/dse_exhaustive_<model>_<workload>.csv``.
+   workload) pair; the table goes to ``benchmarks/results/dse_exhaustive_<model>_<workload>.csv``. Each simulation
+   is appended to ``dse_exhaustive_<model>_<workload>.partial.jsonl``; re-running the same command on the same code
+   resumes from it (the file is removed when the table is written).
 2. ``--phase search``: with a budget of ``--sim-frac`` (default 2 %) of the space simulated, run
    * ``screen``: the HYDRA method — estimate every design (vectorised), simulate the designs nearest the
-     estimated front (non-dominated rank, then throughput);
-   * Optuna studies with the promotion pruner for each sampler in ``--samplers`` (TPE, NSGA-II, random), capped at
-     the same number of simulations (``budget.max_simulations``);
+     estimated front (non-dominated rank, then throughput); and the same with the calibrated plan
+     (``run_exhaustive(simulate="plan:K")``);
+   * Optuna studies with the promotion pruner for each sampler in ``--samplers`` (TPE, NSGA-II, random), each
+     simulation plan in ``--plans`` (``budget.plan``: greedy, calibrated) and ``--seeds`` seeds, capped at the same
+     number of simulations (``budget.max_simulations``);
    and compare each with the exhaustive front: best-throughput ratio and hypervolume ratio (reference point = the
    worst exhaustive throughput and TTFT). Wall time, simulations and promotion rates are reported in
-   ``benchmarks/results/dse_recovery.md`` / ``.csv``.
+   ``benchmarks/results/dse_recovery_<model>_<workload>.md`` / ``.csv``, with medians per (plan, sampler).
+
+Workloads and sub-spaces defined for this benchmark live next to its results:
+``benchmarks/results/dse_workload_<name>.yaml`` (tag ``<name>``) and ``benchmarks/results/dse_space_<name>.yaml``.
 
 Usage::
 
-    python benchmarks/dse_recovery.py --phase exhaustive --processes 2
-    python benchmarks/dse_recovery.py --phase search
+    python benchmarks/dse_recovery.py --phase exhaustive --processes 1
+    python benchmarks/dse_recovery.py --phase search --seeds 3
+    python benchmarks/dse_recovery.py --phase exhaustive --workload benchmarks/results/dse_workload_quickstart-arxiv.yaml
 """
 
 from __future__ import annotations
@@ -218,7 +226,7 @@ def search(args) -> None:
     out = pd.DataFrame(rows)
     out.to_csv(RESULTS / f"dse_recovery_{_tag(args)}.csv", index=False)
     lines = [
-        f"# DSE recovery: {args.model} on {Path(args.workload).stem}",
+        f"# DSE recovery: {args.model} on {Path(args.workload).stem.removeprefix('dse_workload_')}",
         "",
         f"Sub-space `{args.space}`: {meta['designs']} designs ({meta['feasible']} feasible), exhaustively simulated "
         f"with hydra_opt's simulator in {meta['sim_wall_s']:.0f} s wall ({meta['processes']} process(es)); "
