@@ -162,30 +162,23 @@ def search(args) -> None:
     hv_ref = (float(ref[:, 0].min()), float(ref[:, 1].max()))
     rows = []
 
-    # 1. HYDRA-style screening: estimate all, simulate the n_sims designs nearest the estimated front.
+    # 1. HYDRA-style screening: estimate all, simulate the n_sims designs nearest the estimated front;
+    # 1b. the same, but the simulations chosen one at a time by the calibrated plan (hydra_opt.dse.plan).
     space = load_search_space(ROOT / args.space)
     designs = list(space.enumerate())
-    t0 = time.perf_counter()
-    res = run_exhaustive(designs, _pairs(args), DEFAULT_OBJECTIVES, HydraEvaluator(), simulate=f"front:{n_sims}")
-    wall = time.perf_counter() - t0
-    picked = [json.dumps(designs[i], sort_keys=True) for i in np.flatnonzero(np.isfinite(res.sim["throughput_tok_s"]))]
-    found = np.array([by_key[k] for k in picked], dtype=float).reshape(-1, 2)
-    rec = recovery(ref, found, [True, False], hv_reference=hv_ref)
-    rows.append({"method": "screen (estimate all, simulate nearest estimated front)", "simulations": len(found),
-                 "estimates": int(res.feasible.sum()), "promotion_rate": len(found) / max(1, int(res.feasible.sum())),
-                 "wall_s": wall, **rec})
-    print(rows[-1], flush=True)
-    # 1b. The same, but the simulations chosen one at a time by the calibrated plan (hydra_opt.dse.plan).
-    t0 = time.perf_counter()
-    res = run_exhaustive(designs, _pairs(args), DEFAULT_OBJECTIVES, HydraEvaluator(), simulate=f"plan:{n_sims}")
-    wall = time.perf_counter() - t0
-    picked = [json.dumps(designs[i], sort_keys=True) for i in np.flatnonzero(np.isfinite(res.sim["throughput_tok_s"]))]
-    found = np.array([by_key[k] for k in picked], dtype=float).reshape(-1, 2)
-    rec = recovery(ref, found, [True, False], hv_reference=hv_ref)
-    rows.append({"method": "screen + calibrated plan (estimate all, simulate as plan_next picks)",
-                 "simulations": len(found), "estimates": int(res.feasible.sum()),
-                 "promotion_rate": len(found) / max(1, int(res.feasible.sum())), "wall_s": wall, **rec})
-    print(rows[-1], flush=True)
+    for how, label in ((f"front:{n_sims}", "screen (estimate all, simulate nearest estimated front)"),
+                       (f"plan:{n_sims}", "screen + calibrated plan (estimate all, simulate as plan_next picks)")):
+        t0 = time.perf_counter()
+        res = run_exhaustive(designs, _pairs(args), DEFAULT_OBJECTIVES, HydraEvaluator(), simulate=how)
+        wall = time.perf_counter() - t0
+        sim_idx = np.flatnonzero(np.isfinite(res.sim["throughput_tok_s"]))
+        picked = [json.dumps(designs[i], sort_keys=True) for i in sim_idx]
+        found = np.array([by_key[k] for k in picked], dtype=float).reshape(-1, 2)
+        rec = recovery(ref, found, [True, False], hv_reference=hv_ref)
+        n_est = int(res.feasible.sum())
+        rows.append({"method": label, "simulations": len(found), "estimates": n_est,
+                     "promotion_rate": len(found) / max(1, n_est), "wall_s": wall, **rec})
+        print(rows[-1], flush=True)
 
     # 2. Optuna studies with the promotion pruner, one per sampler, same simulation cap.
     for plan, sampler in [(p, s) for p in args.plans for s in args.samplers]:
