@@ -3,13 +3,15 @@
 Everything is declared in pyproject.toml; this file only adds the Cython extension modules. The modules are
 ordinary Python (``engine.py``, ``flows.py``) compiled as they are — no separate .pyx — so the pure-Python
 package is the same code and the fallback when no C compiler is present (or ``HYDRA_OPT_PURE_PYTHON=1`` at build
-time). Each build writes ``_compiled_sources.json`` (SHA-256 of the .py and .pxd sources it compiled) next to the extensions,
-so the package can tell a stale extension from a fresh one at import time (``hydra_opt/evaluate/simulator/_accel.py``).
+time). Each build writes ``_compiled_sources.json`` (SHA-256 of the .py and .pxd sources it compiled) next to the
+extensions, so the package can tell a stale extension from a fresh one at import time. The module list and the
+hash come from ``hydra_opt/evaluate/simulator/_accel.py`` itself (stdlib only, loaded by path: the build must not
+import the package and its dependencies), so the build and the import-time check cannot disagree.
 """
 
 from __future__ import annotations
 
-import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -19,17 +21,19 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
+_SIM = "hydra_opt.evaluate.simulator"
+
+
+def _load_accel():
+    spec = importlib.util.spec_from_file_location(f"{_SIM}._accel", ROOT / "hydra_opt/evaluate/simulator/_accel.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_ACCEL = _load_accel()
 #: Modules compiled from their .py sources (the per-task event path; see docs/simulator.md).
-COMPILED = ("hydra_opt.evaluate.simulator.engine", "hydra_opt.evaluate.simulator.flows")
-
-
-def _source_sha(stem: Path) -> str:
-    """SHA-256 of a compiled module's sources: the .py and, when present, its augmenting .pxd (same as _accel.py)."""
-    h = hashlib.sha256(stem.with_suffix(".py").read_bytes())
-    pxd = stem.with_suffix(".pxd")
-    if pxd.exists():
-        h.update(pxd.read_bytes())
-    return h.hexdigest()
+COMPILED = tuple(f"{_SIM}.{name}" for name in _ACCEL.COMPILED_MODULES)
 
 
 class OptionalBuildExt(build_ext):
@@ -60,8 +64,8 @@ class OptionalBuildExt(build_ext):
             out = Path(self.get_ext_fullpath(ext.name))
             if not out.exists():
                 continue
-            stem = ROOT / ext.name.replace(".", "/")
-            by_dir.setdefault(out.parent, {})[ext.name.rsplit(".", 1)[1]] = _source_sha(stem)
+            src = ROOT / (ext.name.replace(".", "/") + ".py")
+            by_dir.setdefault(out.parent, {})[ext.name.rsplit(".", 1)[1]] = _ACCEL.source_sha(src)
         for d, shas in by_dir.items():
             (d / "_compiled_sources.json").write_text(json.dumps(shas, indent=1, sort_keys=True) + "\n")
 

@@ -166,14 +166,15 @@ def _run_plan(designs, idx, est, feasible, keys, pairs, objectives, evaluator, k
     metrics = list(est)
     n = len(designs)
     pts = np.column_stack([est[m][idx] for m in names])
-    pool = idx[np.all(np.isfinite(pts), axis=1)]
+    usable = np.all(np.isfinite(pts), axis=1)
+    pool, est_pool = idx[usable], pts[usable]
     feats = design_features([designs[i] for i in pool])
     maximize = [m.direction == "maximize" for m in objectives.metrics]
     sim_pool = np.full((len(pool), len(names)), np.nan)
     sim = {m: np.full(n, np.nan) for m in metrics}
     t1 = time.perf_counter()
     for j in range(min(k, len(pool))):
-        pick = plan_next(np.column_stack([est[m][pool] for m in names]), sim_pool, feats, maximize, k)
+        pick = plan_next(est_pool, sim_pool, feats, maximize, k)
         if pick is None:
             break
         i = pool[pick[0]]

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
@@ -698,8 +699,6 @@ def _plan_callback(spec: StudySpec, metrics: Sequence[str]) -> Callable[[optuna.
         if not pool:
             return
         keys = sorted(pool)
-        import numpy as np
-
         est = np.array([pool[k][1] for k in keys])
         sim = np.array([pool[k][2] if pool[k][2] is not None else np.full(len(metrics), np.nan) for k in keys])
         feats = design_features([pool[k][0].user_attrs.get("design", {}) for k in keys])

@@ -3,9 +3,9 @@
 ``pip install`` compiles ``engine.py`` and ``flows.py`` with Cython when a C compiler is there (``setup.py``); the
 extension modules sit next to the sources and Python imports them first. An extension built from an older
 source (say, after editing ``engine.py`` in an editable install without re-installing) would silently run old
-code, so before the simulator is imported each extension's recorded source hash (its .py and .pxd) (``_compiled_sources.json``,
-written by the build) is compared with the source on disk; on a mismatch the source is imported instead, with a
-warning. ``HYDRA_OPT_PURE_PYTHON=1`` in the environment imports the sources in any case (results are identical;
+code, so before the simulator is imported each extension's recorded source hash (of its .py and .pxd, in
+``_compiled_sources.json``, written by the build with :func:`source_sha`) is compared with the sources on disk; on a
+mismatch the source is imported instead, with a warning. ``HYDRA_OPT_PURE_PYTHON=1`` in the environment imports the sources in any case (results are identical;
 the compiled modules are only faster).
 """
 
@@ -20,7 +20,7 @@ import sys
 import warnings
 from pathlib import Path
 
-__all__ = ["COMPILED_MODULES", "compiled_modules", "guard"]
+__all__ = ["COMPILED_MODULES", "compiled_modules", "guard", "source_sha"]
 
 #: Simulator modules the build may compile (see setup.py).
 COMPILED_MODULES = ("flows", "engine")
@@ -36,8 +36,8 @@ def _extension_file(name: str) -> Path | None:
     return None
 
 
-def _source_sha(src: Path) -> str:
-    """SHA-256 of a module's .py and, when present, its augmenting .pxd (the build's ``_source_sha``)."""
+def source_sha(src: Path) -> str:
+    """SHA-256 of a module's .py and, when present, its augmenting .pxd (``setup.py`` records it at build time)."""
     h = hashlib.sha256(src.read_bytes())
     pxd = src.with_suffix(".pxd")
     if pxd.exists():
@@ -66,7 +66,7 @@ def guard() -> None:
         src = _HERE / f"{name}.py"
         if not src.exists():
             continue  # an installed wheel without sources: the extension is all there is
-        if not pure and manifest.get(name) == _source_sha(src):
+        if not pure and manifest.get(name) == source_sha(src):
             continue
         if not pure:
             warnings.warn(
