@@ -83,3 +83,31 @@ def test_quick_mode_hydra_sections(tmp_path: Path) -> None:
         data = json.loads((tmp_path / "reproduction" / f"{key}.json").read_text())
         assert data["rows"] and data["meta"]["status"] == "ok"
         assert not any(r.flagged for r in section_from_json(data).rows), key
+
+
+def test_disk_sim_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``$HYDRA_OPT_SIM_CACHE``: a simulation is stored once, reloaded equal, and keyed the same in a new process."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv(hs.SIM_CACHE_ENV, str(tmp_path / "cache"))
+    spec = hs.load_spec("hydra_fig10")
+    design = hs.load_design_cached(hs.design_path(spec, spec["design"], dataset="chat", objective="bstar",
+                                                  placement="cp"))
+    opts = hs.sim_options(spec, True, horizon_s=2.0)
+    hs.clear_cache()
+    first = hs.simulate_cached(design, "nemotron-h-4b@hydra", "hydra-chat", opts)
+    files = list((tmp_path / "cache").glob("*.pkl"))
+    assert len(files) == 1
+    hs.clear_cache()
+    again = hs.simulate_cached(design, "nemotron-h-4b@hydra", "hydra-chat", opts)
+    assert again.to_dict() == first.to_dict()
+    # A fresh interpreter derives the same file name (the key must not depend on hash seeds or ids).
+    code = ("from hydra_opt.dse.reproduce import _hydra_sims as hs\n"
+            "s = hs.load_spec('hydra_fig10')\n"
+            "d = hs.load_design_cached(hs.design_path(s, s['design'], dataset='chat', objective='bstar', "
+            "placement='cp'))\n"
+            "print(hs._disk_path((d, 'nemotron-h-4b@hydra', 'hydra-chat', hs.sim_options(s, True, horizon_s=2.0), 0)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONHASHSEED": "123"}).stdout.strip()
+    assert Path(out) == files[0]

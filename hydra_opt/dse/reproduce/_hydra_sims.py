@@ -5,7 +5,11 @@ process) and the paper's scores (B*: TP/TTFT, M_T: TP; METHODS §2g).
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,8 @@ __all__ = [
     "design_path",
     "load_design_cached",
     "simulate_cached",
+    "disk_cached",
+    "SIM_CACHE_ENV",
     "score",
     "geomean",
     "clear_cache",
@@ -39,7 +45,11 @@ PAPER_DIR = ROOT / "studies" / "paper"
 OBJ_LABEL = {"bstar": "B*", "mt": "M_T"}
 DS_LABEL = {"arxiv": "ArXiv", "bwb": "BWB", "chat": "Chat", "lw": "LW"}
 
+#: Environment variable naming a folder for the on-disk simulation cache (unset: memory only).
+SIM_CACHE_ENV = "HYDRA_OPT_SIM_CACHE"
+
 _SIM_CACHE: dict[tuple, Any] = {}
+_CODE_SHA: str | None = None
 _DESIGN_CACHE: dict[Path, Any] = {}
 
 
@@ -100,13 +110,56 @@ def load_design_cached(path: Path):
     return _DESIGN_CACHE[path]
 
 
+def _code_sha() -> str:
+    """SHA-256 over every ``hydra_opt/**/*.py`` source (a disk-cache entry is valid only for the same code)."""
+    global _CODE_SHA
+    if _CODE_SHA is None:
+        h = hashlib.sha256()
+        pkg = Path(__file__).resolve().parents[2]
+        for f in sorted(pkg.rglob("*.py")):
+            h.update(str(f.relative_to(pkg)).encode())
+            h.update(f.read_bytes())
+        _CODE_SHA = h.hexdigest()
+    return _CODE_SHA
+
+
+def _disk_path(key: tuple) -> Path | None:
+    """Disk-cache file of a simulation, or None when ``$HYDRA_OPT_SIM_CACHE`` is unset."""
+    root = os.environ.get(SIM_CACHE_ENV)
+    if not root:
+        return None
+    digest = hashlib.sha256(repr(key).encode() + _code_sha().encode()).hexdigest()
+    return Path(root) / f"{digest}.pkl"
+
+
+def disk_cached(key: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()``, kept under ``$HYDRA_OPT_SIM_CACHE`` (when set) by ``key`` and a hash of the package's source.
+
+    Lets a long reproduction be split over processes, or resumed, without re-running a simulation; any source
+    change invalidates every entry. ``key`` must have a ``repr`` that is stable across interpreters.
+    """
+    path = _disk_path(key)
+    if path is not None and path.is_file():
+        with path.open("rb") as fh:
+            return pickle.load(fh)
+    value = compute()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump(value, fh)
+        tmp.replace(path)  # atomic: a concurrent reader never sees half a file
+    return value
+
+
 def simulate_cached(design, model: str, workload: str, options, seed: int = 0):
-    """``hydra_opt.evaluate.simulate`` memoised on (design, model, workload, options, seed) for this process."""
+    """``hydra_opt.evaluate.simulate`` memoised on (design, model, workload, options, seed) for this process,
+    and on disk with ``$HYDRA_OPT_SIM_CACHE`` (:func:`disk_cached`)."""
     from hydra_opt.evaluate import simulate
 
     key = (design, model, workload, options, seed)
     if key not in _SIM_CACHE:
-        _SIM_CACHE[key] = simulate(design, model, workload, seed=seed, options=options)
+        _SIM_CACHE[key] = disk_cached(key, lambda: simulate(design, model, workload, seed=seed, options=options))
     return _SIM_CACHE[key]
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from hydra_opt.dse.report import pareto_mask, select_bstar_mt
+from hydra_opt.dse.reproduce._hydra_sims import disk_cached
 
 __all__ = [
     "ARTIFACT_FRONTS",
@@ -236,10 +237,13 @@ def simulate_cached(evaluator: Any, design: Mapping[str, Any], model: str, workl
     key = (model, workload, json.dumps(design, sort_keys=True, default=str),
            repr(sorted((getattr(evaluator, "simulate_options", None) or {}).items())), int(seed))
     if key not in _SIM_CACHE:
-        m, w = evaluator.load(model, workload)
-        t0 = time.perf_counter()
-        out = evaluator.simulate(evaluator.design(dict(design)), m, w, seed=seed)
-        _SIM_CACHE[key] = (dict(out.metrics), time.perf_counter() - t0)
+        def run() -> tuple[dict[str, float], float]:
+            m, w = evaluator.load(model, workload)
+            t0 = time.perf_counter()
+            out = evaluator.simulate(evaluator.design(dict(design)), m, w, seed=seed)
+            return dict(out.metrics), time.perf_counter() - t0
+
+        _SIM_CACHE[key] = disk_cached(("fronts",) + key, run)
     metrics, wall = _SIM_CACHE[key]
     return dict(metrics), wall
 
