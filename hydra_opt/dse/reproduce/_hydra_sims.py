@@ -111,12 +111,16 @@ def load_design_cached(path: Path):
 
 
 def _code_sha() -> str:
-    """SHA-256 over every ``hydra_opt/**/*.py`` source (a disk-cache entry is valid only for the same code)."""
+    """SHA-256 over every ``hydra_opt/**/*.py`` source except this reproduction package's own modules (which only
+    orchestrate and render), so a disk-cache entry is valid only for the same simulation code."""
     global _CODE_SHA
     if _CODE_SHA is None:
         h = hashlib.sha256()
         pkg = Path(__file__).resolve().parents[2]
+        here = Path(__file__).resolve().parent
         for f in sorted(pkg.rglob("*.py")):
+            if f.parent == here:
+                continue
             h.update(str(f.relative_to(pkg)).encode())
             h.update(f.read_bytes())
         _CODE_SHA = h.hexdigest()
@@ -136,7 +140,8 @@ def disk_cached(key: tuple, compute: Callable[[], Any]) -> Any:
     """``compute()``, kept under ``$HYDRA_OPT_SIM_CACHE`` (when set) by ``key`` and a hash of the package's source.
 
     Lets a long reproduction be split over processes, or resumed, without re-running a simulation; any source
-    change invalidates every entry. ``key`` must have a ``repr`` that is stable across interpreters.
+    change outside this package invalidates every entry. ``key`` must have a ``repr`` that is stable across
+    interpreters.
     """
     path = _disk_path(key)
     if path is not None and path.is_file():
