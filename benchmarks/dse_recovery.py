@@ -64,72 +64,37 @@ def _pairs(args) -> list[tuple[str, str]]:
 
 def _tag(args) -> str:
     # benchmarks/results/dse_workload_<name>.yaml: a workload defined for this benchmark (tag: <name>)
-    return f"{args.model}_{Path(args.workload).stem.removeprefix('dse_workload_')}"
+    tag = f"{args.model}_{Path(args.workload).stem.removeprefix('dse_workload_')}"
+    return f"{tag}_{args.tag_suffix}" if args.tag_suffix else tag
 
 
 def exhaustive(args) -> None:
-    """Estimate every design, then simulate them one by one, appending each result to a JSON-lines checkpoint
-    (``dse_exhaustive_<tag>.partial.jsonl``) so an interrupted sweep resumes where it stopped (same code, same
-    sub-space: the checkpoint records both and is discarded when either differs)."""
+    """Estimate and simulate every design with ``run_exhaustive``, which appends each simulation to a JSON-lines
+    checkpoint (``dse_exhaustive_<tag>.partial.jsonl``) so an interrupted sweep resumes where it stopped (same
+    code, same sub-space: the checkpoint header records both and the file is discarded when either differs)."""
     from hydra_opt.dse.evaluators import HydraEvaluator
-    from hydra_opt.dse.exhaustive import _sim_one, run_exhaustive
+    from hydra_opt.dse.exhaustive import run_exhaustive
     from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
     from hydra_opt.dse.search_space import load_search_space
 
     space = load_search_space(ROOT / args.space)
     designs = list(space.enumerate())
-    keys = [json.dumps(d, sort_keys=True) for d in designs]
-    evaluator = HydraEvaluator()
-    res = run_exhaustive(designs, _pairs(args), DEFAULT_OBJECTIVES, evaluator, simulate=0)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"dse_exhaustive_{_tag(args)}.csv"
     ckpt = out.with_suffix(".partial.jsonl")
     header = {"space": args.space, "code": _version(), "workload": args.workload, "model": args.model}
-    done: dict[str, dict[str, float]] = {}
-    spent_s = 0.0
-    if ckpt.exists():
-        lines = [json.loads(x) for x in ckpt.read_text().splitlines() if x.strip()]
-        if lines and lines[0] == {"header": header}:
-            for rec in lines[1:]:
-                done[rec["key"]] = rec["sim"]
-                spent_s += rec["wall_s"]
-            print(f"resuming: {len(done)} designs already simulated ({spent_s:.0f} s)", flush=True)
-        else:
-            ckpt.unlink()
-    if not ckpt.exists():
-        ckpt.write_text(json.dumps({"header": header}) + "\n")
-    pairs = _pairs(args)
-    todo = [i for i in np.flatnonzero(res.feasible) if keys[i] not in done]
-    jobs = [(evaluator, dict(designs[i]), [(f"{m}/{w}", (m, w)) for m, w in pairs], DEFAULT_OBJECTIVES, 0)
-            for i in todo]
-    t0 = time.perf_counter()
-    with ckpt.open("a") as fh:
-        if args.processes > 1 and len(jobs) > 1:
-            import multiprocessing as mp
 
-            pool = mp.get_context("spawn").Pool(args.processes)
-            results = pool.imap(_sim_one, jobs, chunksize=1)
-        else:
-            pool, results = None, map(_sim_one, jobs)
-        t_prev = t0
-        for j, (i, r) in enumerate(zip(todo, results)):
-            now = time.perf_counter()
-            done[keys[i]] = {k: float(v) for k, v in r.items()}
-            fh.write(json.dumps({"key": keys[i], "sim": done[keys[i]], "wall_s": now - t_prev}) + "\n")
-            fh.flush()
-            t_prev = now
-            if (j + 1) % 10 == 0 or j + 1 == len(jobs):
-                print(f"simulate: {len(done)}/{int(res.feasible.sum())} ({now - t0:.0f} s this run)", flush=True)
-        if pool is not None:
-            pool.close()
-    spent_s += time.perf_counter() - t0
-    for m in res.sim:
-        res.sim[m] = np.array([done.get(k, {}).get(m, np.nan) for k in keys], dtype=float)
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage == "simulate" and (done % 10 == 0 or done == total):
+            print(f"simulate: {done}/{total}", flush=True)
+
+    res = run_exhaustive(designs, _pairs(args), DEFAULT_OBJECTIVES, HydraEvaluator(), simulate="all",
+                         processes=args.processes, progress=progress, checkpoint=ckpt, checkpoint_header=header)
     df = res.frame()
-    df["design_json"] = keys
+    df["design_json"] = [json.dumps(d, sort_keys=True) for d in designs]
     df.to_csv(out, index=False)
     meta = {"space": args.space, "designs": len(designs), "feasible": int(res.feasible.sum()), "code": _version(),
-            "est_wall_s": res.est_wall_s, "sim_wall_s": spent_s, "processes": args.processes}
+            "est_wall_s": res.est_wall_s, "sim_wall_s": res.sim_wall_s, "processes": args.processes}
     out.with_suffix(".json").write_text(json.dumps(meta, indent=1))
     ckpt.unlink()
     print(f"wrote {out}: {meta}")
@@ -258,6 +223,8 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="llama-3-8b")
     ap.add_argument("--workload", default="studies/workloads/quickstart-chat.yaml")
     ap.add_argument("--space", default="search_spaces/quickstart.yaml")
+    ap.add_argument("--tag-suffix", default="",
+                    help="appended to the result files' tag (e.g. the sub-space name when a model has several)")
     ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--sim-frac", type=float, default=0.02)
     ap.add_argument("--n-trials", type=int, default=150)

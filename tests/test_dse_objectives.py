@@ -117,3 +117,44 @@ def test_exhaustive_tables_and_recovery() -> None:
     feas = np.flatnonzero(scr.feasible)
     front = set(feas[pareto_mask(est[feas], [True, False])])
     assert len(picked) == k and (set(picked) <= front or front <= set(picked))
+
+
+def test_exhaustive_checkpoint_resumes(tmp_path) -> None:
+    """An interrupted exhaustive sweep resumes from its checkpoint: same table, only the missing designs simulated;
+    a checkpoint of another setup (header differs) is discarded; a cut last line is re-simulated."""
+    from dse_fakes import FakeEvaluator
+
+    from hydra_opt.dse.exhaustive import run_exhaustive
+    from hydra_opt.dse.search_space import parse_search_space
+
+    space = parse_search_space(Node({
+        "name": "t", "slots": 10, "chiplets": {"tscs_p": {"min": 1, "max": 8}, "tscs_d": {"min": 1, "max": 8}},
+        "memory": {"count": {"min": 3, "max": 4}}, "max_batch": [4, 16]}, file="t.yaml"))
+    designs = list(space.enumerate())
+    spec = _parse({"objectives": ["throughput_tok_s", "ttft_s"]})
+    full = run_exhaustive(designs, [("m", "w")], spec, FakeEvaluator(), simulate="all")
+    n_feas = int(full.feasible.sum())
+
+    class Interrupted(FakeEvaluator):
+        def simulate(self, *a, **k):
+            if self.n_simulated == 7:
+                raise KeyboardInterrupt
+            return super().simulate(*a, **k)
+
+    ck = tmp_path / "ck.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        run_exhaustive(designs, [("m", "w")], spec, Interrupted(), simulate="all", checkpoint=ck,
+                       checkpoint_header={"code": "v1"})
+    assert len(ck.read_text().splitlines()) == 1 + 7
+    ck.write_text(ck.read_text()[:-20])  # a write cut by the interruption
+    ev = FakeEvaluator()
+    res = run_exhaustive(designs, [("m", "w")], spec, ev, simulate="all", checkpoint=ck,
+                         checkpoint_header={"code": "v1"})
+    assert ev.n_simulated == n_feas - 6
+    for m in full.sim:
+        np.testing.assert_array_equal(res.sim[m], full.sim[m])
+    assert len(ck.read_text().splitlines()) == 1 + n_feas
+    # Another code version: the checkpoint is not trusted.
+    ev2 = FakeEvaluator()
+    run_exhaustive(designs, [("m", "w")], spec, ev2, simulate="all", checkpoint=ck, checkpoint_header={"code": "v2"})
+    assert ev2.n_simulated == n_feas

@@ -8,10 +8,12 @@ design space), else design by design. Simulations can be spread over worker proc
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -78,6 +80,8 @@ def run_exhaustive(
     sim_seed: int = 0,
     processes: int = 1,
     progress: Callable[[str, int, int], None] | None = None,
+    checkpoint: str | Path | None = None,
+    checkpoint_header: Mapping[str, Any] | None = None,
 ) -> ExhaustiveResult:
     """Estimate every design, then simulate all (``"all"``), none (0) or a seeded sample of ``simulate`` designs.
 
@@ -94,6 +98,11 @@ def run_exhaustive(
         sim_seed: Seed of every simulation.
         processes: Worker processes for the simulations.
         progress: Called as ``progress(stage, done, total)``.
+        checkpoint: JSON-lines file to which every simulation is appended as it finishes (not with ``plan:K``).
+            A re-run with the same file resumes: designs already in it are not simulated again. The file's first
+            line is a header (the pairs, objectives, simulation seed and ``checkpoint_header``); a file whose
+            header differs is discarded. ``sim_wall_s`` then includes the earlier runs' simulation time.
+        checkpoint_header: Extra header fields that must match for a resume (e.g. the code version, the space).
     """
     keys = [f"{m}/{w}" for m, w in pairs]
     loaded = [(k, *evaluator.load(m, w)) for k, (m, w) in zip(keys, pairs)]
@@ -136,27 +145,77 @@ def run_exhaustive(
         k = min(int(simulate), len(idx))
         chosen = np.sort(np.random.default_rng(seed).choice(idx, size=k, replace=False)) if k else idx[:0]
     sim = {m: np.full(n, np.nan) for m in metrics}
+    ck = _Checkpoint(checkpoint, {"pairs": keys, "metrics": metrics, "sim_seed": sim_seed,
+                                  **dict(checkpoint_header or {})}) if checkpoint else None
+    dkeys = [json.dumps(dict(d), sort_keys=True, default=str) for d in designs]
+    done, prior_wall = ck.load() if ck else ({}, 0.0)
+    for i in chosen:
+        if dkeys[i] in done:
+            for m in metrics:
+                sim[m][i] = done[dkeys[i]].get(m, math.nan)
+    todo = [i for i in chosen if dkeys[i] not in done]
     t1 = time.perf_counter()
-    jobs = [(evaluator, dict(designs[i]), list(zip(keys, pairs)), objectives, sim_seed) for i in chosen]
+    jobs = [(evaluator, dict(designs[i]), list(zip(keys, pairs)), objectives, sim_seed) for i in todo]
+    pool = None
     if processes > 1 and len(jobs) > 1:
         import multiprocessing as mp
 
-        with mp.get_context("spawn").Pool(processes) as pool:
-            results = []
-            for j, r in enumerate(pool.imap(_sim_one, jobs, chunksize=1)):
-                results.append(r)
-                if progress:
-                    progress("simulate", j + 1, len(jobs))
+        pool = mp.get_context("spawn").Pool(processes)
+        results = pool.imap(_sim_one, jobs, chunksize=1)
     else:
-        results = []
-        for j, job in enumerate(jobs):
-            results.append(_sim_one(job))
+        results = map(_sim_one, jobs)
+    try:
+        t_prev = t1
+        for j, (i, r) in enumerate(zip(todo, results)):
+            now = time.perf_counter()
+            for m in metrics:
+                sim[m][i] = r[m]
+            if ck:
+                ck.append(dkeys[i], {m: float(r[m]) for m in metrics}, now - t_prev)
+            t_prev = now
             if progress:
-                progress("simulate", j + 1, len(jobs))
-    for i, r in zip(chosen, results):
-        for m in metrics:
-            sim[m][i] = r[m]
-    return ExhaustiveResult([dict(d) for d in designs], feasible, est, sim, est_wall, time.perf_counter() - t1)
+                progress("simulate", len(chosen) - len(todo) + j + 1, len(chosen))
+    finally:
+        if pool is not None:
+            pool.close()
+    return ExhaustiveResult([dict(d) for d in designs], feasible, est, sim, est_wall,
+                            prior_wall + time.perf_counter() - t1)
+
+
+class _Checkpoint:
+    """Append-only JSON-lines record of finished simulations (``{"header": …}`` then one line per design)."""
+
+    def __init__(self, path: str | Path, header: Mapping[str, Any]) -> None:
+        self.path = Path(path)
+        self.header = json.loads(json.dumps({"header": dict(header)}, default=str))
+
+    def load(self) -> tuple[dict[str, dict[str, float]], float]:
+        """Records of a matching checkpoint (design key → metrics) and their summed wall time, s; starts a new
+        file when there is none or its header differs."""
+        done: dict[str, dict[str, float]] = {}
+        wall = 0.0
+        if self.path.exists():
+            lines = []
+            for x in self.path.read_text().splitlines():
+                try:
+                    lines.append(json.loads(x))
+                except json.JSONDecodeError:  # a line cut by an interrupted write: that design is re-simulated
+                    continue
+            if lines and lines[0] == self.header:
+                for rec in lines[1:]:
+                    done[rec["key"]] = rec["sim"]
+                    wall += float(rec["wall_s"])
+                # rewrite the valid lines, so a record appended next never continues a cut line
+                self.path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+                return done, wall
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.header) + "\n")
+        return done, wall
+
+    def append(self, key: str, sim: Mapping[str, float], wall_s: float) -> None:
+        """Record one finished simulation (flushed at once, so an interruption loses at most the running one)."""
+        with self.path.open("a") as fh:
+            fh.write(json.dumps({"key": key, "sim": dict(sim), "wall_s": wall_s}) + "\n")
 
 
 def _run_plan(designs, idx, est, feasible, keys, pairs, objectives, evaluator, k, sim_seed, est_wall, progress):
