@@ -181,15 +181,15 @@ def test_fair_sharing_water_fills_each_resource():
     fl.add(2, (0, 1), 1000.0, 0.0, cap_bps=50.0)
     out = dict((g, t) for t, g, _ in fl.add(3, (0,), 1000.0, 0.0))
     # Level on resource 0: flow 1 keeps its 10, flows 2 and 3 would split 90 → 45 each (below flow 2's cap 50).
-    assert fl.flows[1][2] == 10.0 and fl.flows[2][2] == 45.0 and fl.flows[3][2] == 45.0
+    assert fl.flows[1].rate == 10.0 and fl.flows[2].rate == 45.0 and fl.flows[3].rate == 45.0
     assert out[3] == pytest.approx(1000.0 / 45.0)
     # When flow 3 leaves, flow 2 returns to its own cap.
     fl.drain(3, 1.0)
-    assert fl.flows[2][2] == 50.0
+    assert fl.flows[2].rate == 50.0
     eq = EqualShareFlows([100.0], 1)
     eq.add(1, (0,), 1.0, 0.0, cap_bps=10.0)
     eq.add(2, (0,), 1.0, 0.0)
-    assert eq.flows[2][2] == 50.0  # equal split: no redistribution of flow 1's unused share
+    assert eq.flows[2].rate == 50.0  # equal split: no redistribution of flow 1's unused share
 
 
 def test_elastic_trades_queue_length_against_distance():

@@ -5,7 +5,8 @@ extension modules sit next to the sources and Python imports them first. An exte
 source (say, after editing ``engine.py`` in an editable install without re-installing) would silently run old
 code, so before the simulator is imported each extension's recorded source hash (of its .py and .pxd, in
 ``_compiled_sources.json``, written by the build with :func:`source_sha`) is compared with the sources on disk; on a
-mismatch the source is imported instead, with a warning. ``HYDRA_OPT_PURE_PYTHON=1`` in the environment imports the sources in any case (results are identical;
+mismatch the sources of all of them are imported instead, with a warning (all or none: the engine uses the flow
+model's C types). ``HYDRA_OPT_PURE_PYTHON=1`` in the environment imports the sources in any case (results are identical;
 the compiled modules are only faster).
 """
 
@@ -53,12 +54,19 @@ def _import_source(fullname: str, src: Path) -> None:
 
 
 def guard() -> None:
-    """Import the source of every compiled simulator module that is stale or disabled (call before importing them)."""
+    """Import the sources of the compiled simulator modules if any of them is stale or disabled (call before
+    importing them).
+
+    All or none: the compiled engine uses the compiled flow model's C types (``cimport``), so one stale module
+    sends every module back to its source.
+    """
     pure = os.environ.get("HYDRA_OPT_PURE_PYTHON") == "1"
     try:
         manifest = json.loads((_HERE / "_compiled_sources.json").read_text())
     except (OSError, ValueError):
         manifest = {}
+    todo = []
+    stale = []
     for name in COMPILED_MODULES:
         fullname = f"{_PACKAGE}.{name}"
         if fullname in sys.modules or _extension_file(name) is None:
@@ -66,12 +74,16 @@ def guard() -> None:
         src = _HERE / f"{name}.py"
         if not src.exists():
             continue  # an installed wheel without sources: the extension is all there is
-        if not pure and manifest.get(name) == source_sha(src):
-            continue
-        if not pure:
-            warnings.warn(
-                f"hydra_opt: the compiled {name} module is older than {src.name}; running the pure-Python source "
-                "(re-run `pip install -e .` to rebuild it)", RuntimeWarning, stacklevel=2)
+        todo.append((fullname, src))
+        if manifest.get(name) != source_sha(src):
+            stale.append(name)
+    if not pure and not stale:
+        return
+    for name in stale if not pure else ():
+        warnings.warn(
+            f"hydra_opt: the compiled {name} module is older than {name}.py; running the pure-Python sources of "
+            f"{', '.join(COMPILED_MODULES)} (re-run `pip install -e .` to rebuild them)", RuntimeWarning, stacklevel=2)
+    for fullname, src in todo:  # COMPILED_MODULES order: a module's dependencies come first
         _import_source(fullname, src)
 
 

@@ -4,6 +4,8 @@
 # arithmetic is the same IEEE-754 double arithmetic as in Python, so results are bit-identical.
 import cython
 
+from hydra_opt.evaluate.simulator.flows cimport EqualShareFlows, Flow
+
 
 cdef class _Part:
     cdef public object batch, phase, rids, vals, epochs, family, mem_xy, res
@@ -15,10 +17,11 @@ cdef class _Part:
 cdef class Engine:
     cdef public object K, T, admit_t, arr, batcher, batches, bc_path, bin_s, bins, block_mem, block_mem_xy, block_node
     cdef public object busy, busy_s, caps, chip_lat, chip_node, ctype, discarded, epoch, families, finish_t, first_bs
-    cdef public object first_t, flow_task, flows, gen, heap, hook_cache, hooks, hopm, link_bytes, max_batch, max_batches
+    cdef public object first_t, flow_task, gen, heap, hook_cache, hooks, hopm, link_bytes, max_batch, max_batches
     cdef public object mem, mem_int, mesh, model, n, n_arrived, n_done, n_rejected, net, next_bid, npre, opt, out
     cdef public object port_bw, port_res, preempt_events, prompt, queue, res_path, run_task, running, sched, seg_end
     cdef public object sharing, stage, static_map, status, sys, token_n, token_t, view, where
+    cdef public EqualShareFlows flows
     cdef public double now
     cdef public double link_bps
     cdef public double energy_dyn
@@ -43,14 +46,14 @@ cdef class Engine:
                    net_dirty=bint)
     cpdef run(self)
     cpdef _push(self, double t, int kind, task, long long ver=*)
-    @cython.locals(task=_Part, seq="long long")
-    cpdef _drain(self, fid)
+    @cython.locals(task=_Part, seq="long long", f=Flow)
+    cpdef _drain(self, Flow flow)
     cpdef _account(self, _Part task)
     cpdef _dispatch(self, _Part part)
     cpdef _ready(self, _Part task)
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
                    cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,
-                   prev=Py_ssize_t, seq="long long")
+                   prev=Py_ssize_t, seq="long long", f=Flow, flows=EqualShareFlows)
     cpdef _start_next(self, Py_ssize_t c)
     @cython.locals(c=Py_ssize_t, blk=Py_ssize_t)
     cpdef _finish(self, _Part part)

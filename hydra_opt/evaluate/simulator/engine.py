@@ -331,7 +331,6 @@ class Engine:
         t_net = _INF
         net_dirty = False
         debug = self.opt.debug
-        flow_map = self.flows.flows if self.flows is not None else {}
         while True:
             ta = arr[i_arr] if i_arr < n else _INF
             th = heap[0][0] if heap else _INF
@@ -371,9 +370,8 @@ class Engine:
                     task.flow_open = False
                     if not task.cs_open:
                         self._finish(task)
-                else:  # _EV_DRAIN of the incremental flow model (task = flow id)
-                    f = flow_map.get(task)
-                    if f is not None and f[4] == ver:
+                else:  # _EV_DRAIN of the incremental flow model (task = its Flow record)
+                    if task.ver == ver:
                         self._drain(task)
                     else:
                         self.events -= 1  # a superseded delivery time (the flow was re-timed): not an event
@@ -391,14 +389,14 @@ class Engine:
         self.seq += 1
         heapq.heappush(self.heap, (t, self.seq, kind, task, ver))
 
-    def _drain(self, fid: int) -> None:
+    def _drain(self, flow) -> None:
         """An equal-share flow was delivered: free its share (re-timing its neighbours) and end its task."""
-        task = self.flow_task.pop(fid)
+        task = flow.task
         heap = self.heap
         seq = self.seq
-        for item in self.flows.drain(fid, self.now):
+        for f in self.flows.finish(flow, self.now):
             seq += 1
-            _heappush(heap, (item[0], seq, _EV_DRAIN, item[1], item[2]))
+            _heappush(heap, (f.due, seq, _EV_DRAIN, f, f.ver))
         self.seq = seq
         self._account(task)
         task.flow_open = False
@@ -700,12 +698,11 @@ class Engine:
             task.cs_open = False
             task.flow_open = True
             fid = self.flow_seq = self.flow_seq + 1
-            self.flow_task[fid] = task
             heap = self.heap
             seq = self.seq
-            for item in flows.add(fid, res, nbytes, now, cap, lat):
+            for f in flows.start(fid, res, nbytes, now, cap, lat, task):
                 seq += 1
-                _heappush(heap, (item[0], seq, _EV_DRAIN, item[1], item[2]))
+                _heappush(heap, (f.due, seq, _EV_DRAIN, f, f.ver))
             self.seq = seq
         elif self.net is not None:
             task.cs_open = False

@@ -1,24 +1,37 @@
 # Cython declarations for flows.py (docs/simulator.md "Compiled hot loop"); ignored by pure Python.
 # C doubles hold exactly the Python floats of the pure module, so the compiled flow model computes the same rates.
+# Flow records are C structs with typed fields; per-resource numbers are typed memoryviews of array.array buffers.
 import cython
+
+
+cdef class Flow:
+    cdef public object fid, res, task
+    cdef public double rem, rate, t_last, cap, lat, due
+    cdef public long long ver
 
 
 cdef class EqualShareFlows:
     cdef public bint waterfill
-    cdef public list cap, on, share, bytes_done, capsum, uncapped
+    cdef public list on, bytes_done
     cdef public Py_ssize_t n_links
     cdef public dict flows
+    cdef public double[::1] cap, share, capsum
+    cdef public long long[::1] uncapped
 
-    @cython.locals(f=list, rate=cython.double, rem=cython.double)
+    @cython.locals(f=Flow, rate=cython.double, rem=cython.double, x=Py_ssize_t, first=bint, share="double[::1]")
     cpdef _retime(self, set fids, double now, list out)
 
-    @cython.locals(s=set, touched=set, finite=bint, new=cython.double, out=list)
-    cpdef list add(self, fid, tuple resources, double nbytes, double now, double cap_bps=*, double latency_s=*)
+    @cython.locals(s=set, touched=set, finite=bint, new=cython.double, out=list, r=Py_ssize_t, on=list,
+                   share="double[::1]", capsum="double[::1]", uncapped="long long[::1]", waterfill=bint)
+    cpdef list start(self, fid, tuple resources, double nbytes, double now, double cap_bps, double latency_s, task)
 
     cpdef double _share(self, Py_ssize_t r)
 
-    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps=list, f=list)
+    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps=list, f=Flow, x=Py_ssize_t, on_r=set,
+                   flows=dict, share="double[::1]")
     cpdef double _level(self, Py_ssize_t r)
 
-    @cython.locals(f=list, s=set, touched=set, finite=bint, new=cython.double, out=list)
-    cpdef list drain(self, fid, double now)
+    @cython.locals(s=set, touched=set, finite=bint, new=cython.double, out=list, r=Py_ssize_t, on=list,
+                   share="double[::1]", cap="double[::1]", capsum="double[::1]", uncapped="long long[::1]",
+                   waterfill=bint)
+    cpdef list finish(self, Flow f, double now)

@@ -26,11 +26,44 @@ the full computation.
 
 from __future__ import annotations
 
-__all__ = ["EqualShareFlows"]
+from array import array
+
+__all__ = ["EqualShareFlows", "Flow"]
 
 _INF = float("inf")
 # The shortcut is taken only when the caps fit with a margin, so incremental rounding of the sum cannot flip it.
 _SLACK = 1.0 - 1e-9
+
+
+class Flow:
+    """One active flow: a typed record (a C struct when compiled, see flows.pxd) instead of a list.
+
+    Attributes:
+        fid: Flow id (an int; sets of ids keep the order in which flows are re-timed).
+        res: Resource ids it crosses.
+        rem: Bytes left at ``t_last``.
+        rate: Current rate, bytes/s (0 until first timed).
+        t_last: Time of the last rate change, s.
+        ver: Version, bumped on every re-timing; -1 once the flow is removed.
+        cap: Its own rate cap (demand), bytes/s.
+        lat: Delivery latency added to the drain time, s.
+        due: Delivery time at the current rate, s.
+        task: The caller's payload (the engine's task).
+    """
+
+    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task")
+
+    def __init__(self, fid, res, rem, now, cap, lat, task):
+        self.fid = fid
+        self.res = res
+        self.rem = rem
+        self.rate = 0.0
+        self.t_last = now
+        self.ver = 0
+        self.cap = cap
+        self.lat = lat
+        self.due = 0.0
+        self.task = task
 
 
 class EqualShareFlows:
@@ -43,35 +76,41 @@ class EqualShareFlows:
 
     def __init__(self, caps_bps: list[float], n_links: int, *, waterfill: bool = False) -> None:
         self.waterfill = waterfill
-        self.cap = list(caps_bps)
+        # Per-resource numbers in typed arrays (C doubles when compiled; the same IEEE values as Python floats).
+        self.cap = array("d", [float(x) for x in caps_bps])
         self.on: list[set[int]] = [set() for _ in caps_bps]
-        self.share = list(caps_bps)  # cap / number of flows on the resource (cap when idle)
+        self.share = array("d", self.cap)  # current share of each resource (its capacity when idle)
         self.n_links = n_links
-        # fid -> [resources, remaining bytes, rate, t_last, version, own cap bytes/s, delivery latency s]
-        self.flows: dict[int, list] = {}
+        self.flows: dict[int, Flow] = {}  # active flows by id
         self.bytes_done = [0.0] * len(caps_bps)
         # Per resource: sum of the finite own caps of its flows, and how many flows have no finite cap.
-        self.capsum = [0.0] * len(caps_bps)
-        self.uncapped = [0] * len(caps_bps)
+        self.capsum = array("d", [0.0] * len(caps_bps))
+        self.uncapped = array("q", [0] * len(caps_bps))
 
     def _retime(self, fids: set[int], now: float, out: list) -> None:
         flows = self.flows
-        get = self.share.__getitem__
+        share = self.share
         for g in fids:
             f = flows[g]
-            rate = min(map(get, f[0]))
-            if f[5] < rate:
-                rate = f[5]
-            if rate == f[2]:
+            rate = _INF
+            first = True
+            for x in f.res:
+                if first or share[x] < rate:
+                    rate = share[x]
+                    first = False
+            if f.cap < rate:
+                rate = f.cap
+            if rate == f.rate:
                 continue  # its bottleneck share did not change: its delivery event stays valid
-            rem = f[1] - f[2] * (now - f[3])
-            if rem <= 0.0 and f[2] > 0.0:
+            rem = f.rem - f.rate * (now - f.t_last)
+            if rem <= 0.0 and f.rate > 0.0:
                 continue  # already drained, only waiting for delivery: nothing to re-time
-            f[1] = rem if rem > 0.0 else 0.0
-            f[2] = rate
-            f[3] = now
-            f[4] += 1
-            out.append((now + f[1] / rate + f[6], g, f[4]))
+            f.rem = rem if rem > 0.0 else 0.0
+            f.rate = rate
+            f.t_last = now
+            f.ver += 1
+            f.due = now + f.rem / rate + f.lat
+            out.append(f)
 
     def add(
         self, fid: int, resources: tuple[int, ...], nbytes: float, now: float, cap_bps: float = float("inf"),
@@ -88,12 +127,20 @@ class EqualShareFlows:
             latency_s: Path latency added to the drain time to give the delivery time, s. The flow keeps its share
                 until delivery (a few ns longer than strictly needed; it saves one event per flow).
         """
-        on, share, cap = self.on, self.share, self.cap
-        self.flows[fid] = [resources, float(nbytes), 0.0, now, 0, cap_bps, latency_s]
+        return [(f.due, f.fid, f.ver) for f in self.start(fid, tuple(resources), float(nbytes), now, cap_bps,
+                                                          latency_s, None)]
+
+    def start(self, fid, resources: tuple, nbytes: float, now: float, cap_bps: float, latency_s: float,
+              task) -> list:
+        """:meth:`add` for the engine: returns the re-timed :class:`Flow` records (``due``, ``ver`` set)."""
+        on = self.on
+        share = self.share
+        self.flows[fid] = Flow(fid, resources, nbytes, now, cap_bps, latency_s, task)
         touched: set[int] = set()
         finite = cap_bps < _INF
         waterfill = self.waterfill
-        capsum, uncapped = self.capsum, self.uncapped
+        capsum = self.capsum
+        uncapped = self.uncapped
         for r in resources:
             s = on[r]
             s.add(fid)
@@ -101,7 +148,7 @@ class EqualShareFlows:
                 capsum[r] += cap_bps
             else:
                 uncapped[r] += 1
-            new = self._share(r) if waterfill else cap[r] / len(s)
+            new = self._share(r) if waterfill else self.cap[r] / len(s)
             if new != share[r]:
                 share[r] = new
                 touched |= s
@@ -127,8 +174,8 @@ class EqualShareFlows:
         caps = []
         for g in on_r:
             f = flows[g]
-            c = f[5]
-            for x in f[0]:  # what the flow can take at most, given its other resources (one-step propagation)
+            c = f.cap
+            for x in f.res:  # what the flow can take at most, given its other resources (one-step propagation)
                 if x != r and share[x] < c:
                     c = share[x]
             caps.append(c)
@@ -146,21 +193,30 @@ class EqualShareFlows:
     def version(self, fid: int) -> int:
         """Current version of an active flow (-1 when not active)."""
         f = self.flows.get(fid)
-        return -1 if f is None else f[4]
+        return -1 if f is None else f.ver
 
     def drain(self, fid: int, now: float) -> list[tuple[float, int, int]]:
         """Remove a drained flow; returns re-timed ``(drain time, fid, version)`` of the flows that sped up."""
-        f = self.flows.pop(fid)
-        on, share, cap = self.on, self.share, self.cap
+        return [(f.due, f.fid, f.ver) for f in self.finish(self.flows[fid], now)]
+
+    def finish(self, f: Flow, now: float) -> list:
+        """:meth:`drain` for the engine: removes ``f`` (its ``ver`` becomes -1); returns the re-timed flows."""
+        fid = f.fid
+        del self.flows[fid]
+        f.ver = -1
+        on = self.on
+        share = self.share
+        cap = self.cap
         touched: set[int] = set()
-        finite = f[5] < _INF
+        finite = f.cap < _INF
         waterfill = self.waterfill
-        capsum, uncapped = self.capsum, self.uncapped
-        for r in f[0]:
+        capsum = self.capsum
+        uncapped = self.uncapped
+        for r in f.res:
             s = on[r]
             s.discard(fid)
             if finite:
-                capsum[r] = capsum[r] - f[5] if s else 0.0  # reset when idle: no drift from repeated +/-
+                capsum[r] = capsum[r] - f.cap if s else 0.0  # reset when idle: no drift from repeated +/-
             else:
                 uncapped[r] -= 1
             if not s:
