@@ -22,6 +22,10 @@ cdef class Engine:
     cdef public object port_bw, port_res, preempt_events, prompt, queue, res_path, run_task, running, sched, seg_end
     cdef public object sharing, stage, static_map, status, sys, token_n, token_t, view, where
     cdef public EqualShareFlows flows
+    cdef public double[::1] h_t
+    cdef public long long[::1] h_s, h_k, h_v
+    cdef public list h_o
+    cdef public Py_ssize_t h_n
     cdef public double now
     cdef public double link_bps
     cdef public double energy_dyn
@@ -42,10 +46,17 @@ cdef class Engine:
     cdef public bint _net_changed
 
     @cython.locals(horizon=cython.double, ta=cython.double, th=cython.double, t=cython.double,
-                   t_net=cython.double, i_arr=Py_ssize_t, n=Py_ssize_t, kind=cython.int, debug=bint,
-                   net_dirty=bint)
+                   t_net=cython.double, i_arr=Py_ssize_t, n=Py_ssize_t, kind="long long", debug=bint,
+                   net_dirty=bint, ver="long long")
     cpdef run(self)
     cpdef _push(self, double t, int kind, task, long long ver=*)
+    @cython.locals(i=Py_ssize_t, p=Py_ssize_t, tp=cython.double, ht="double[::1]", hs="long long[::1]",
+                   hk="long long[::1]", hv="long long[::1]", ho=list)
+    cpdef _hpush(self, double t, long long seq, long long kind, obj, long long ver)
+    @cython.locals(i=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, t=cython.double, seq="long long", kind="long long",
+                   ver="long long", ht="double[::1]", hs="long long[::1]", hk="long long[::1]", hv="long long[::1]",
+                   ho=list)
+    cpdef _hpop(self)
     @cython.locals(task=_Part, seq="long long", f=Flow)
     cpdef _drain(self, Flow flow)
     cpdef _account(self, _Part task)

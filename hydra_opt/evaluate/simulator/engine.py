@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from array import array
 from collections import deque
 from dataclasses import dataclass
 
@@ -49,6 +50,12 @@ __all__ = ["Engine", "RawRun"]
 
 _INF = math.inf
 _heappush, _heappop = heapq.heappush, heapq.heappop
+try:  # True only inside the Cython-compiled module (setup.py); the pure module keeps heapq
+    import cython
+
+    _COMPILED = cython.compiled
+except ImportError:
+    _COMPILED = False
 # Request status codes.
 PENDING, QUEUED, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 # Event kinds.
@@ -310,7 +317,13 @@ class Engine:
         self.n_done = 0
         self.n_rejected = 0
 
+        # Event queue, ordered by (time, sequence number); the sequence numbers are unique, so every correct
+        # priority queue pops the same order. Pure Python: heapq of tuples. Compiled: a binary heap on parallel
+        # typed arrays (no tuple or float object per event).
         self.heap: list = []
+        self.h_n = 0
+        if _COMPILED:
+            self._hgrow()
         self.arrivals_done = False
         self._net_changed = False
         self._checks = 0  # debug-mode invariant checks run so far
@@ -333,7 +346,10 @@ class Engine:
         debug = self.opt.debug
         while True:
             ta = arr[i_arr] if i_arr < n else _INF
-            th = heap[0][0] if heap else _INF
+            if _COMPILED:
+                th = self.h_t[0] if self.h_n else _INF
+            else:
+                th = heap[0][0] if heap else _INF
             if net is not None and net_dirty:
                 nxt = net.next_completion()
                 t_net = nxt[0] if nxt is not None else _INF
@@ -361,7 +377,13 @@ class Engine:
                 self.arrivals_done = i_arr >= n
                 self._try_form()
             else:
-                _, _, kind, task, ver = _heappop(heap)
+                if _COMPILED:
+                    kind = self.h_k[0]
+                    task = self.h_o[0]
+                    ver = self.h_v[0]
+                    self._hpop()
+                else:
+                    _, _, kind, task, ver = _heappop(heap)
                 if kind == _EV_COMPUTE:
                     task.cs_open = False
                     if not task.flow_open:
@@ -387,16 +409,91 @@ class Engine:
 
     def _push(self, t: float, kind: int, task, ver: int = 0) -> None:
         self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, kind, task, ver))
+        self._hpush(t, self.seq, kind, task, ver)
+
+    def _hpush(self, t: float, seq: int, kind: int, obj, ver: int) -> None:
+        """Add an event (see ``self.heap`` in ``__init__``)."""
+        if not _COMPILED:
+            _heappush(self.heap, (t, seq, kind, obj, ver))
+            return
+        i = self.h_n
+        if i == len(self.h_o):
+            self._hgrow()
+        ht, hs, hk, hv, ho = self.h_t, self.h_s, self.h_k, self.h_v, self.h_o
+        while i > 0:  # sift up
+            p = (i - 1) >> 1
+            tp = ht[p]
+            if tp < t or (tp == t and hs[p] < seq):
+                break
+            ht[i] = tp
+            hs[i] = hs[p]
+            hk[i] = hk[p]
+            hv[i] = hv[p]
+            ho[i] = ho[p]
+            i = p
+        ht[i] = t
+        hs[i] = seq
+        hk[i] = kind
+        hv[i] = ver
+        ho[i] = obj
+        self.h_n += 1
+
+    def _hpop(self) -> None:
+        """Remove the first event (compiled heap; the caller has read it at index 0)."""
+        n = self.h_n - 1
+        self.h_n = n
+        ht, hs, hk, hv, ho = self.h_t, self.h_s, self.h_k, self.h_v, self.h_o
+        t = ht[n]
+        seq = hs[n]
+        kind = hk[n]
+        ver = hv[n]
+        obj = ho[n]
+        ho[n] = None
+        if n == 0:
+            return
+        i = 0
+        while True:  # sift the last entry down from the root
+            c = 2 * i + 1
+            if c >= n:
+                break
+            if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hs[c + 1] < hs[c])):
+                c += 1
+            if t < ht[c] or (t == ht[c] and seq < hs[c]):
+                break
+            ht[i] = ht[c]
+            hs[i] = hs[c]
+            hk[i] = hk[c]
+            hv[i] = hv[c]
+            ho[i] = ho[c]
+            i = c
+        ht[i] = t
+        hs[i] = seq
+        hk[i] = kind
+        hv[i] = ver
+        ho[i] = obj
+
+    def _hgrow(self) -> None:
+        """Double the compiled heap's arrays (new arrays: a buffer in use by a memoryview cannot be resized)."""
+        n = self.h_n
+        size = max(256, 2 * n)
+        ht, hs, hk, hv = array("d", [0.0]) * size, array("q", [0]) * size, array("q", [0]) * size, array("q", [0]) * size
+        for i in range(n):
+            ht[i] = self.h_t[i]
+            hs[i] = self.h_s[i]
+            hk[i] = self.h_k[i]
+            hv[i] = self.h_v[i]
+        ho = [None] * size
+        if n:
+            ho[:n] = self.h_o[:n]
+        self.h_t, self.h_s, self.h_k, self.h_v, self.h_o = ht, hs, hk, hv, ho
 
     def _drain(self, flow) -> None:
         """An equal-share flow was delivered: free its share (re-timing its neighbours) and end its task."""
         task = flow.task
-        heap = self.heap
         seq = self.seq
         for f in self.flows.finish(flow, self.now):
             seq += 1
-            _heappush(heap, (f.due, seq, _EV_DRAIN, f, f.ver))
+            self._hpush(f.due, seq, _EV_DRAIN, f, f.ver)
         self.seq = seq
         self._account(task)
         task.flow_open = False
@@ -684,7 +781,7 @@ class Engine:
         if nbytes <= 0.0:
             task.cs_open = True
             task.flow_open = False
-            _heappush(self.heap, (now + cs, self.seq, _EV_COMPUTE, task, 0))
+            self._hpush(now + cs, self.seq, _EV_COMPUTE, task, 0)
             return
         res, lat = self.bc_path[blk][c]
         task.res = res
@@ -698,11 +795,10 @@ class Engine:
             task.cs_open = False
             task.flow_open = True
             fid = self.flow_seq = self.flow_seq + 1
-            heap = self.heap
             seq = self.seq
             for f in flows.start(fid, res, nbytes, now, cap, lat, task):
                 seq += 1
-                _heappush(heap, (f.due, seq, _EV_DRAIN, f, f.ver))
+                self._hpush(f.due, seq, _EV_DRAIN, f, f.ver)
             self.seq = seq
         elif self.net is not None:
             task.cs_open = False
@@ -718,7 +814,7 @@ class Engine:
             self._account(task)
             task.cs_open = True
             task.flow_open = False
-            heapq.heappush(self.heap, (now + (cs if cs > t_mem else t_mem) + lat, self.seq, _EV_COMPUTE, task, 0))
+            self._hpush(now + (cs if cs > t_mem else t_mem) + lat, self.seq, _EV_COMPUTE, task, 0)
 
     def _hook_time(self, hook, tau: int, task: _Part, block: int) -> float:
         """Compute time from a chiplet's own model (cached per block, phase, batch shape and context bucket)."""
