@@ -8,7 +8,8 @@ from hydra_opt.evaluate.simulator.flows cimport EqualShareFlows, Flow
 
 
 cdef class _Part:
-    cdef public object batch, phase, rids, vals, epochs, family, mem_xy, res
+    cdef public object batch, phase, rids, epochs, family, mem_xy, res, seg, omap
+    cdef public double[::1] vals
     cdef public Py_ssize_t block, prev_chip, chip, end
     cdef public double start, nbytes
     cdef public bint cs_open, flow_open
@@ -16,12 +17,15 @@ cdef class _Part:
 
 cdef class Engine:
     cdef public object K, T, admit_t, arr, batcher, batches, bc_path, bin_s, bins, block_mem, block_mem_xy, block_node
-    cdef public object busy, busy_s, caps, chip_lat, chip_node, ctype, discarded, epoch, families, finish_t, first_bs
-    cdef public object first_t, flow_task, gen, heap, hook_cache, hooks, hopm, link_bytes, max_batch, max_batches
+    cdef public object caps, chip_lat, chip_node, ctype, discarded, epoch, families, finish_t, first_bs
+    cdef public object first_t, flow_task, gen, heap, hook_cache, hooks, hopm, max_batch, max_batches
     cdef public object mem, mem_int, mesh, model, n, n_arrived, n_done, n_rejected, net, next_bid, npre, opt, out
     cdef public object port_bw, port_res, preempt_events, prompt, queue, res_path, run_task, running, sched, seg_end
     cdef public object sharing, stage, static_map, status, sys, token_n, token_t, view, where
     cdef public EqualShareFlows flows
+    cdef public long long[::1] busy
+    cdef public double[::1] busy_s, link_bytes
+    cdef public list queues, load
     cdef public double[::1] h_t
     cdef public long long[::1] h_s, h_k, h_v
     cdef public list h_o
@@ -45,10 +49,12 @@ cdef class Engine:
     cdef public bint arrivals_done
     cdef public bint _net_changed
 
-    @cython.locals(horizon=cython.double, ta=cython.double, th=cython.double, t=cython.double,
-                   t_net=cython.double, i_arr=Py_ssize_t, n=Py_ssize_t, kind="long long", debug=bint,
-                   net_dirty=bint, ver="long long")
+    @cython.locals(horizon=cython.double)
     cpdef run(self)
+    @cython.locals(ta=cython.double, th=cython.double, t=cython.double, t_net=cython.double, i_arr=Py_ssize_t,
+                   n=Py_ssize_t, kind="long long", debug=bint, net_dirty=bint, ver="long long", flow=Flow,
+                   part=_Part)
+    cpdef _loop(self, double horizon)
     cpdef _push(self, double t, int kind, task, long long ver=*)
     @cython.locals(i=Py_ssize_t, p=Py_ssize_t, tp=cython.double, ht="double[::1]", hs="long long[::1]",
                    hk="long long[::1]", hv="long long[::1]", ho=list)
@@ -59,13 +65,17 @@ cdef class Engine:
     cpdef _hpop(self)
     @cython.locals(task=_Part, seq="long long", f=Flow)
     cpdef _drain(self, Flow flow)
+    @cython.locals(lb="double[::1]", nb=cython.double, r=Py_ssize_t)
     cpdef _account(self, _Part task)
+    @cython.locals(blk=Py_ssize_t)
     cpdef _dispatch(self, _Part part)
+    @cython.locals(c=Py_ssize_t, queues=list, idle=Py_ssize_t)
     cpdef _ready(self, _Part task)
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
                    cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,
-                   prev=Py_ssize_t, seq="long long", f=Flow, flows=EqualShareFlows)
+                   prev=Py_ssize_t, seq="long long", f=Flow, flows=EqualShareFlows, nb=Py_ssize_t, oc=Py_ssize_t,
+                   osr=Py_ssize_t, oe=Py_ssize_t, om=Py_ssize_t, b=Py_ssize_t, y=cython.double, vals="double[::1]")
     cpdef _start_next(self, Py_ssize_t c)
-    @cython.locals(c=Py_ssize_t, blk=Py_ssize_t)
+    @cython.locals(c=Py_ssize_t, blk=Py_ssize_t, busy="long long[::1]")
     cpdef _finish(self, _Part part)
     cpdef _end_part(self, _Part part)

@@ -23,6 +23,7 @@ simulated per token per layer in Python.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time
@@ -70,13 +71,15 @@ class _Part:
     """
 
     __slots__ = ("batch", "phase", "rids", "vals", "block", "prev_chip", "epochs", "family", "mem_xy", "chip",
-                 "start", "cs_open", "flow_open", "res", "nbytes", "end")
+                 "start", "cs_open", "flow_open", "res", "nbytes", "end", "seg", "omap")
 
-    def __init__(self, batch, phase, rids, vals):
+    def __init__(self, batch, phase, rids, vals, seg, omap):
         self.batch = batch
         self.phase = phase
         self.rids = rids
-        self.vals = vals
+        self.vals = vals  # flat (rows × blocks) pass coefficients: row k of block b at k * n_blocks + b
+        self.seg = seg  # the engine's seg_end list of this phase
+        self.omap = omap  # the static scheduler's chiplet per block for this phase (None: ask the scheduler)
         self.block = 0
         self.prev_chip = -1
         self.chip = -1
@@ -223,8 +226,10 @@ class Engine:
                             and self.families[b + 1] == self.families[b]):
                         ends[b] = ends[b + 1]
         self.hook_cache: dict = {}
-        self.busy = [False] * self.nc
-        self.busy_s = [0.0] * self.nc
+        self.busy = array("q", [0]) * self.nc  # 1 while a task runs on the chiplet
+        self.busy_s = array("d", [0.0]) * self.nc
+        self.queues = self.view.queues  # the view's own lists (the schedulers read them)
+        self.load = self.view.load
         self.energy_dyn = 0.0
 
         # --- network --------------------------------------------------------------------------------------------
@@ -261,7 +266,7 @@ class Engine:
         ]
         self.chip_lat = [[self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s for c in range(self.nc)]
                          for a in range(self.nc)]
-        self.link_bytes = [0.0] * len(caps)
+        self.link_bytes = array("d", [0.0]) * len(caps)
         self.bin_s = options.link_bins_s if self.net is None else None
         self.bins = np.zeros((16, len(caps)))
         self.flow_task: dict[int, object] = {}
@@ -336,6 +341,23 @@ class Engine:
         """Run to the horizon (or until nothing is left to do)."""
         wall0 = time.perf_counter()
         horizon = self.opt.horizon_s if self.opt.horizon_s is not None else _INF
+        net = self.net
+        # The loop allocates many small container objects but no reference cycles: the cyclic collector would
+        # only re-scan them (results do not depend on it).
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._loop(horizon)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        end = self.now if horizon == _INF else horizon
+        if net is not None and end > net.now_s:
+            net.advance(end)
+        return self._raw(end, time.perf_counter() - wall0)
+
+    def _loop(self, horizon: float) -> None:
+        """The event loop of :meth:`run`."""
         heap = self.heap
         arr = self.arr
         n = self.n
@@ -384,28 +406,27 @@ class Engine:
                     self._hpop()
                 else:
                     _, _, kind, task, ver = _heappop(heap)
-                if kind == _EV_COMPUTE:
-                    task.cs_open = False
-                    if not task.flow_open:
-                        self._finish(task)
-                elif kind == _EV_FLOW:
-                    task.flow_open = False
-                    if not task.cs_open:
-                        self._finish(task)
-                else:  # _EV_DRAIN of the incremental flow model (task = its Flow record)
-                    if task.ver == ver:
-                        self._drain(task)
+                if kind == _EV_DRAIN:  # of the incremental flow model (task = its Flow record)
+                    flow = task
+                    if flow.ver == ver:
+                        self._drain(flow)
                     else:
                         self.events -= 1  # a superseded delivery time (the flow was re-timed): not an event
+                elif kind == _EV_COMPUTE:
+                    part = task
+                    part.cs_open = False
+                    if not part.flow_open:
+                        self._finish(part)
+                else:  # _EV_FLOW
+                    part = task
+                    part.flow_open = False
+                    if not part.cs_open:
+                        self._finish(part)
             if net is not None and self._net_changed:
                 net_dirty = True
                 self._net_changed = False
             if debug:
                 self._check()
-        end = self.now if horizon == _INF else horizon
-        if net is not None and end > net.now_s:
-            net.advance(end)
-        return self._raw(end, time.perf_counter() - wall0)
 
     def _push(self, t: float, kind: int, task, ver: int = 0) -> None:
         self.seq += 1
@@ -635,7 +656,7 @@ class Engine:
         agg = np.array([1.0, len(rids), float(sum(qs)), 0.0, float(sum(q * q for q in qs)), 0.0])
         for r in rids:
             stage[r] = 1
-        part = _Part(b, "prefill", rids, (self.K @ agg).tolist())
+        part = _Part(b, "prefill", rids, self._pass_vals(agg), self.seg_end["prefill"], self._omap("prefill"))
         part.epochs = [self.epoch[r] for r in rids]
         b.pre = part
         self._dispatch(part)
@@ -658,14 +679,23 @@ class Engine:
         sc = float(sum(cs))
         n = float(len(rids))
         agg = np.array([1.0, n, n, sc, n, sc])
-        part = _Part(b, "decode", rids, (self.K @ agg).tolist())
+        part = _Part(b, "decode", rids, self._pass_vals(agg), self.seg_end["decode"], self._omap("decode"))
         part.epochs = [self.epoch[r] for r in rids]
         b.dec = part
         self._dispatch(part)
 
+    def _pass_vals(self, agg: np.ndarray):
+        """Every coefficient row priced at a pass's aggregates, flat (row k of block b at ``k * nb + b``): a float
+        array (a typed memoryview when compiled) or, pure Python, a list of the same floats."""
+        v = (self.K @ agg).ravel()
+        return v if _COMPILED else v.tolist()
+
+    def _omap(self, phase: str):
+        return self.static_map[phase] if self.static_map is not None else None
+
     def _dispatch(self, part: _Part) -> None:
         blk = part.block
-        part.end = self.seg_end[part.phase][blk]
+        part.end = part.seg[blk]
         part.family = self.families[blk]
         part.mem_xy = self.block_mem_xy[blk]
         self._ready(part)
@@ -715,38 +745,37 @@ class Engine:
 
     # ----------------------------------------------------------------------------------------------- tasks
     def _ready(self, task: _Part) -> None:
-        view = self.view
-        smap = self.static_map
-        c = smap[task.phase][task.block] if smap is not None else self.sched.choose(task, task.block, view)
+        omap = task.omap
+        c = omap[task.block] if omap is not None else self.sched.choose(task, task.block, self.view)
         task.chip = c
-        view.queues[c].append(task)
-        view.load[c] += 1
+        queues = self.queues
+        queues[c].append(task)
+        self.load[c] += 1
         if not self.busy[c]:
             self._start_next(c)
         elif self.stealing:
-            for idle in view.native[(task.family, task.phase)]:
-                if not self.busy[idle] and not view.queues[idle]:
+            for idle in self.view.native[(task.family, task.phase)]:
+                if not self.busy[idle] and not queues[idle]:
                     self._start_next(idle)
-                    if not view.queues[c]:
+                    if not queues[c]:
                         break
 
     def _start_next(self, c: int) -> None:
-        view = self.view
-        q = view.queues[c]
+        q = self.queues[c]
         if q:
             task = q.popleft()
         elif self.stealing:
-            got = self.sched.steal(c, view)
+            got = self.sched.steal(c, self.view)
             if got is None:
                 return
             victim, task = got
-            view.queues[victim].remove(task)
-            view.load[victim] -= 1
-            view.load[c] += 1
+            self.queues[victim].remove(task)
+            self.load[victim] -= 1
+            self.load[c] += 1
             task.chip = c
         else:
             return
-        self.busy[c] = True
+        self.busy[c] = 1
         self.run_task[c] = task
         now = self.now
         task.start = now
@@ -755,28 +784,32 @@ class Engine:
         vals = task.vals
         tau = self.ctype[c]
         hook = self.hooks.get(c) if self.hooks else None
-        r3 = 3 * tau
+        nb = self.nb
+        oc = 3 * tau * nb  # offsets of this chiplet type's compute, SRAM and energy rows in the flat vals
+        osr = oc + nb
+        oe = osr + nb
+        om = self.R_MEM * nb
         if end == blk + 1:
             if hook is None:
-                cs = vals[r3][blk]
-                x = vals[r3 + 1][blk]
+                cs = vals[oc + blk]
+                x = vals[osr + blk]
                 if x > cs:
                     cs = x
             else:
-                cs = max(self._hook_time(hook, tau, task, blk), vals[r3 + 1][blk])
-            nbytes = vals[self.R_MEM][blk]
-            self.energy_dyn += vals[r3 + 2][blk]
+                cs = max(self._hook_time(hook, tau, task, blk), vals[osr + blk])
+            nbytes = vals[om + blk]
+            self.energy_dyn += vals[oe + blk]
         else:  # a fused run of blocks: compute/SRAM roofline per block, one flow for all their bytes
-            vc, vs, ve, vm = vals[r3], vals[r3 + 1], vals[r3 + 2], vals[self.R_MEM]
             cs = nbytes = 0.0
             for b in range(blk, end):
-                x = vc[b] if hook is None else self._hook_time(hook, tau, task, b)
-                cs += x if x > vs[b] else vs[b]
-                nbytes += vm[b]
-                self.energy_dyn += ve[b]
+                x = vals[oc + b] if hook is None else self._hook_time(hook, tau, task, b)
+                y = vals[osr + b]
+                cs += x if x > y else y
+                nbytes += vals[om + b]
+                self.energy_dyn += vals[oe + b]
         prev = task.prev_chip
         if prev >= 0 and prev != c:
-            cs += self.chip_lat[prev][c] + 0.5 * vals[self.R_IO][blk] / self.link_bps
+            cs += self.chip_lat[prev][c] + 0.5 * vals[self.R_IO * nb + blk] / self.link_bps
         self.seq += 1
         if nbytes <= 0.0:
             task.cs_open = True
@@ -839,10 +872,9 @@ class Engine:
     def _finish(self, part: _Part) -> None:
         c = part.chip
         busy = self.busy
-        busy[c] = False
+        busy[c] = 0
         self.run_task[c] = None
-        view = self.view
-        view.load[c] -= 1
+        self.load[c] -= 1
         self.busy_s[c] += self.now - part.start
         part.prev_chip = c
         blk = part.block = part.end
@@ -850,7 +882,7 @@ class Engine:
             self._dispatch(part)
         else:
             self._end_part(part)
-        if not busy[c] and (view.queues[c] or self.stealing):
+        if not busy[c] and (self.queues[c] or self.stealing):
             self._start_next(c)  # (advancing the batch may already have started a task here)
 
     # --------------------------------------------------------------------------------------------- bookkeeping
