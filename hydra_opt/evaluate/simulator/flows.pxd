@@ -27,9 +27,12 @@ cdef class EqualShareFlows:
 
     cpdef double _share(self, Py_ssize_t r)
 
-    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps=list, f=Flow, x=Py_ssize_t, on_r=set,
-                   flows=dict, share="double[::1]")
+    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps=list, on_r=set, flows=dict,
+                   lo=cython.double, hi=cython.double, first=bint)
     cpdef double _level(self, Py_ssize_t r)
+
+    @cython.locals(c=cython.double, x=Py_ssize_t, share="double[::1]")
+    cdef double _avail(self, Flow f, Py_ssize_t r)
 
     @cython.locals(s=set, touched=set, finite=bint, new=cython.double, out=list, r=Py_ssize_t, on=list,
                    share="double[::1]", cap="double[::1]", capsum="double[::1]", uncapped="long long[::1]",

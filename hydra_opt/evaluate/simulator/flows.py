@@ -170,15 +170,29 @@ class EqualShareFlows:
         if len(on_r) == 1:
             return self.cap[r]  # a lone flow may take the whole resource (its rate is capped elsewhere if need be)
         flows = self.flows
-        share = self.share
+        if len(on_r) == 2:  # the common case, without a list: the loop below on the two caps in sorted order
+            lo = hi = 0.0
+            first = True
+            for g in on_r:
+                c = self._avail(flows[g], r)
+                if first:
+                    lo = c
+                    first = False
+                elif c < lo:
+                    hi = lo
+                    lo = c
+                else:
+                    hi = c
+            left = self.cap[r]
+            if lo * 2 <= left:
+                left -= lo
+                if hi <= left:
+                    return self.cap[r]
+                return left
+            return left / 2
         caps = []
         for g in on_r:
-            f = flows[g]
-            c = f.cap
-            for x in f.res:  # what the flow can take at most, given its other resources (one-step propagation)
-                if x != r and share[x] < c:
-                    c = share[x]
-            caps.append(c)
+            caps.append(self._avail(flows[g], r))
         caps.sort()
         left = self.cap[r]
         n = len(caps)
@@ -189,6 +203,16 @@ class EqualShareFlows:
             else:
                 break
         return left / n if n else self.cap[r]
+
+    def _avail(self, f: Flow, r: int) -> float:
+        """What flow ``f`` can take at most on resource ``r``: its own cap and the shares of its other resources
+        (one-step propagation)."""
+        share = self.share
+        c = f.cap
+        for x in f.res:
+            if x != r and share[x] < c:
+                c = share[x]
+        return c
 
     def version(self, fid: int) -> int:
         """Current version of an active flow (-1 when not active)."""
