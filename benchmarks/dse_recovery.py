@@ -12,7 +12,8 @@ Two phases, both with hydra_opt's own estimator and simulator:
      estimated front (non-dominated rank, then throughput); and the same with the calibrated plan
      (``run_exhaustive(simulate="plan:K")``);
    * Optuna studies with the promotion pruner for each sampler in ``--samplers`` (TPE, NSGA-II, random), each
-     simulation plan in ``--plans`` (``budget.plan``: greedy, calibrated) and ``--seeds`` seeds, capped at the same
+     simulation plan in ``--plans`` (``budget.plan``: greedy, calibrated; ``calibrated-space`` = calibrated with
+     ``budget.plan_pool: space``, which plans over every design of the space) and ``--seeds`` seeds, capped at the same
      number of simulations (``budget.max_simulations``);
    and compare each with the exhaustive front: best-throughput ratio and hypervolume ratio (reference point = the
    worst exhaustive throughput and TTFT). Wall time, simulations and promotion rates are reported in
@@ -43,6 +44,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+#: ``--plans`` names → the study's ``budget`` entries.
+PLAN_BUDGETS = {"greedy": {"plan": "greedy"}, "calibrated": {"plan": "calibrated"},
+                "calibrated-space": {"plan": "calibrated", "plan_pool": "space"}}
 
 
 def _version() -> str:
@@ -93,7 +97,7 @@ def exhaustive(args) -> None:
     df = res.frame()
     df["design_json"] = [json.dumps(d, sort_keys=True) for d in designs]
     df.to_csv(out, index=False)
-    meta = {"space": args.space, "designs": len(designs), "feasible": int(res.feasible.sum()), "code": _version(),
+    meta = {"space": args.space, "designs": len(designs), "feasible": int(res.feasible.sum()), "code": header["code"],
             "est_wall_s": res.est_wall_s, "sim_wall_s": res.sim_wall_s, "processes": args.processes}
     out.with_suffix(".json").write_text(json.dumps(meta, indent=1))
     ckpt.unlink()
@@ -155,7 +159,7 @@ def search(args) -> None:
                     "sampler": {"name": sampler, "args": ({"n_startup_trials": 10, "multivariate": True} if sampler == "tpe"
                                                           else {"population_size": 20} if sampler == "nsga2" else {})},
                     "pruner": {"rule": "rank", "k_ranks": 1, "n_warmup_trials": 0, "min_estimates": args.min_estimates},
-                    "budget": {"n_trials": args.n_trials, "max_simulations": n_sims, "plan": plan},
+                    "budget": {"n_trials": args.n_trials, "max_simulations": n_sims, **PLAN_BUDGETS[plan]},
                     "storage": f"journal:///{tmp}/j.log", "artifacts": False, "seed": seed,
                 }
                 p = Path(tmp) / "s.yaml"
@@ -231,8 +235,9 @@ def main(argv=None) -> int:
     ap.add_argument("--min-estimates", type=int, default=60)
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--samplers", nargs="+", default=["tpe", "nsga2", "random"])
-    ap.add_argument("--plans", nargs="+", default=["greedy", "calibrated"],
-                    help="budget.plan values to compare (greedy = the pruner promotes until the cap)")
+    ap.add_argument("--plans", nargs="+", default=["greedy", "calibrated"], choices=list(PLAN_BUDGETS),
+                    help="simulation plans to compare (greedy = the pruner promotes until the cap; calibrated-space "
+                         "= calibrated with budget.plan_pool: space)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     exhaustive(args) if args.phase == "exhaustive" else search(args)

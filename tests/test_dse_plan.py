@@ -101,3 +101,34 @@ def test_calibrated_plan_needs_a_simulation_budget(tmp_path: Path) -> None:
         load_study_spec(_study(tmp_path, {"n_trials": 30, "plan": "calibrated"}))
     with pytest.raises(ConfigError):
         load_study_spec(_study(tmp_path, {"n_trials": 30, "max_simulations": 3, "plan": "lucky"}))
+
+
+def test_plan_pool_space_picks_designs_no_trial_proposed(tmp_path: Path) -> None:
+    """``plan_pool: space``: the plan estimates the whole (enumerable) space and enqueues the designs it picks even
+    when no trial proposed them; the first pick is the best estimated throughput of the whole space."""
+    from dse_fakes import closed_form
+
+    from hydra_opt.dse.search_space import parse_search_space
+    from hydra_opt.config import Node
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        study, s = run_study(load_study_spec(_study(tmp_path, {"n_trials": 10, "max_simulations": 3,
+                                                                "plan": "calibrated", "plan_pool": "space"})),
+                             RunOptions(quiet=True))
+    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    simulated = [t for t in trials if "sim_wall_s" in t.user_attrs]
+    assert [t.number for t in simulated] == [7, 8, 9] and s.simulated == 3
+    space = parse_search_space(Node(SPACE, file="t.yaml"))
+    best_tp = max(closed_form(d)[0] for d in space.enumerate() if d["n_mem"] > 2)
+    assert simulated[0].user_attrs["est_throughput_tok_s"] == pytest.approx(best_tp)
+    proposed = {t.user_attrs["design_key"] for t in trials[:7] if "design_key" in t.user_attrs}
+    assert any(t.user_attrs["design_key"] not in proposed and "revisit_of" not in t.user_attrs for t in simulated)
+
+
+def test_plan_pool_space_checks(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="plan: calibrated"):
+        load_study_spec(_study(tmp_path, {"n_trials": 30, "max_simulations": 3, "plan_pool": "space"}))
+    with pytest.raises(ConfigError, match="estimated, space|estimated"):
+        load_study_spec(_study(tmp_path, {"n_trials": 30, "max_simulations": 3, "plan": "calibrated",
+                                          "plan_pool": "everything"}))

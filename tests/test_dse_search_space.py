@@ -226,3 +226,17 @@ def test_unreachable_shape_exits_2_naming_file_key_and_allowed_shapes(tmp_path: 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bad_dynacore.yaml: dynacore.meu[1]: [32, 32, 32] is not a reachable" in err[0]
     assert "allowed: adaptive or [32, 32, 1], [16, 64, 1]" in err[0] and "[1, 32, 32]" in err[0]
+
+
+@pytest.mark.parametrize("encoding", ["conditional", "stick_breaking", "enumerated"])
+@pytest.mark.parametrize("name", ["quickstart.yaml", "llama3_dynacore.yaml", "mamba2.yaml"])
+def test_enumerate_params_inverts_suggest(name: str, encoding: str) -> None:
+    """``enumerate_params`` gives, for every design, parameters under which ``suggest`` draws exactly that design
+    (what the calibrated plan enqueues for a design no trial has proposed)."""
+    space = load_search_space(str(SPACES / name)).with_encoding(encoding)
+    pairs = list(space.enumerate_params())
+    assert [d for d, _ in pairs] == list(space.enumerate())
+    step = max(1, len(pairs) // 150)  # a spread sample keeps the big spaces fast
+    for design, params in pairs[::step]:
+        assert space.suggest(optuna.trial.FixedTrial(params)) == design
+        assert set(params) <= set(space.parameter_names())

@@ -136,6 +136,13 @@ class ScalarDim:
         labels = self._labels()
         return self.values[labels.index(trial.suggest_categorical(self.param, labels))]
 
+    def param_value(self, value: Any) -> Any:
+        """The Optuna parameter value under which :meth:`suggest` returns ``value`` (inverse of suggest)."""
+        ap = self._arithmetic()
+        if ap is not None and all(isinstance(x, int) for x in self.values):
+            return value
+        return self._labels()[self.values.index(value)]
+
     def distribution(self) -> optuna.distributions.BaseDistribution | None:
         """The Optuna distribution :meth:`suggest` uses (None when fixed)."""
         if self.fixed:
@@ -223,6 +230,27 @@ class Composition:
             counts.append(v)
             remaining -= v
         return tuple(counts)
+
+    def params_for(self, counts: Sequence[int], encoding: str) -> dict[str, Any]:
+        """The Optuna parameters under which :meth:`suggest` draws ``counts`` (its inverse; stick-breaking draws
+        get the middle of the value's interval, so rounding can never move them to a neighbour)."""
+        if encoding == "enumerated":
+            table = self._table()
+            return {"composition_index": table.index(tuple(counts))} if len(table) > 1 else {}
+        params: dict[str, Any] = {}
+        remaining = self.slots
+        for i, (part, v) in enumerate(zip(self.parts, counts)):
+            options = self.choices(i, remaining)
+            if not (i == len(self.parts) - 1 or len(options) == 1):
+                j = options.index(v)
+                if encoding == "stick_breaking":
+                    params[f"u_{part.name}"] = (j + 0.5) / len(options)
+                else:
+                    step = options[1] - options[0]
+                    even = all(b - a == step for a, b in zip(options, options[1:]))
+                    params[part.param if even else f"{part.param}_index"] = v if even else j
+            remaining -= v
+        return params
 
     def _table(self) -> tuple[tuple[int, ...], ...]:
         cached = getattr(self, "_table_cache", None)
@@ -319,6 +347,17 @@ class SearchSpace:
         for counts in self.composition.enumerate():
             for combo in itertools.product(*(d.values for d in self.scalars)):
                 yield self._design(counts, dict(zip(names, combo)))
+
+    def enumerate_params(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """Every ``(design, params)`` in :meth:`enumerate`'s order, where ``params`` are the Optuna parameters
+        under which :meth:`suggest` draws that design in this space's encoding (e.g. to enqueue it as a trial)."""
+        names = [d.name for d in self.scalars]
+        for counts in self.composition.enumerate():
+            cparams = self.composition.params_for(counts, self.encoding)
+            for combo in itertools.product(*(d.values for d in self.scalars)):
+                params = dict(cparams)
+                params.update({d.param: d.param_value(v) for d, v in zip(self.scalars, combo) if not d.fixed})
+                yield self._design(counts, dict(zip(names, combo))), params
 
     def grid(self) -> dict[str, list[Any]]:
         """Search space for :class:`optuna.samplers.GridSampler` (``encoding: enumerated`` parameters)."""

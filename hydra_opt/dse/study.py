@@ -98,6 +98,10 @@ class StudySpec:
         plan: How the simulation budget is spent: ``"greedy"`` (promote as the pruner decides until the cap) or
             ``"calibrated"`` (estimate only until the trials left equal the simulations left, then simulate the
             designs :func:`hydra_opt.dse.plan.plan_next` picks; needs ``n_trials`` and ``max_simulations``).
+        plan_pool: Where the calibrated plan picks from: ``"estimated"`` (the designs the study's trials estimated)
+            or ``"space"`` (every design of the search space, estimated once, vectorised, when the plan starts — a
+            design no trial proposed is enqueued with the parameters that draw it; the space must have at most
+            :data:`PLAN_POOL_MAX` designs).
         timeout_s: Wall-time limit of one invocation, s (None = none).
         storage: Storage URL.
         artifact_dir: Folder of the artifact store (None = no artifacts).
@@ -119,6 +123,7 @@ class StudySpec:
     timeout_s: float | None = None
     max_simulations: int | None = None
     plan: str = "greedy"
+    plan_pool: str = "estimated"
     storage: str = ""
     artifact_dir: Path | None = None
     seed: int = 0
@@ -274,6 +279,7 @@ def parse_study_spec(root: Node) -> StudySpec:
     timeout_s: float | None = None
     max_simulations: int | None = None
     plan = "greedy"
+    plan_pool = "estimated"
     if root.has("budget"):
         bn = root.get("budget").mapping()
         n_trials = bn.get("n_trials", 100).int(minimum=1, maximum=10**7)
@@ -285,7 +291,16 @@ def parse_study_spec(root: Node) -> StudySpec:
         if plan == "calibrated" and max_simulations is None:
             raise ConfigError("needs budget.max_simulations (the budget it plans)", file=root.file, key="budget.plan",
                               value=plan)
-        bn.done(["n_trials", "timeout_s", "max_simulations", "plan"])
+        plan_pool = bn.get("plan_pool", "estimated").str(choices=PLAN_POOLS)
+        if plan_pool == "space":
+            if plan != "calibrated":
+                raise ConfigError("needs budget.plan: calibrated", file=root.file, key="budget.plan_pool",
+                                  value=plan_pool)
+            if space.size() > PLAN_POOL_MAX:
+                raise ConfigError(f"space has {space.size():,} designs; plan_pool: space allows at most "
+                                  f"{PLAN_POOL_MAX:,} (use plan_pool: estimated)", file=root.file,
+                                  key="budget.plan_pool", value=plan_pool)
+        bn.done(["n_trials", "timeout_s", "max_simulations", "plan", "plan_pool"])
 
     stem = Path(root.file).stem
     if root.has("storage"):
@@ -319,7 +334,8 @@ def parse_study_spec(root: Node) -> StudySpec:
     )
     return StudySpec(
         name=name, file=root.file, pairs=tuple(pairs), space=space, objectives=objectives, sampler=sampler,
-        pruner=pruner, n_trials=n_trials, timeout_s=timeout_s, max_simulations=max_simulations, plan=plan, storage=storage, artifact_dir=artifact_dir,
+        pruner=pruner, n_trials=n_trials, timeout_s=timeout_s, max_simulations=max_simulations, plan=plan, plan_pool=plan_pool,
+        storage=storage, artifact_dir=artifact_dir,
         seed=seed, sim_seed=sim_seed, estimate_options=est_opts, simulate_options=sim_opts or None,
         evaluator=evaluator,
     )
@@ -658,13 +674,32 @@ def _revisit_callback(spec: StudySpec, pruner: PromotionPruner) -> Callable[[opt
 
 
 PLAN_ATTR = "planned"
+#: ``budget.plan_pool`` values.
+PLAN_POOLS: tuple[str, ...] = ("estimated", "space")
+#: Largest search space ``plan_pool: space`` estimates in full (≈ 1 ms per design and pair, once per worker).
+PLAN_POOL_MAX = 20_000
 
 
-def _plan_callback(spec: StudySpec, metrics: Sequence[str]) -> Callable[[optuna.Study, FrozenTrial], None]:
+def _space_pool(spec: StudySpec, objective: DseObjective) -> list[tuple[str, dict, dict, np.ndarray]]:
+    """``(design key, design, params, estimates)`` of every feasible, finitely estimated design of the space."""
+    from hydra_opt.dse.exhaustive import run_exhaustive
+
+    items = list(spec.space.enumerate_params())
+    res = run_exhaustive([d for d, _ in items], spec.pairs, spec.objectives, objective.evaluator, simulate=0)
+    est = np.column_stack([res.est[m] for m in objective.metrics])
+    return [(design_key(d), d, p, est[i]) for i, (d, p) in enumerate(items)
+            if res.feasible[i] and np.all(np.isfinite(est[i]))]
+
+
+def _plan_callback(spec: StudySpec, objective: DseObjective) -> Callable[[optuna.Study, FrozenTrial], None]:
     """Calibrated plan: once the trials left in the study equal the simulations left, enqueue (one at a time) the
-    estimated design :func:`hydra_opt.dse.plan.plan_next` picks; the objective promotes it (``promotion: plan-*``)."""
+    design :func:`hydra_opt.dse.plan.plan_next` picks among the estimated designs (``plan_pool: estimated``) or
+    the whole space (``plan_pool: space``); the objective promotes it (``promotion: plan-*``)."""
+    metrics = objective.metrics
+    space: list[tuple[str, dict, dict, np.ndarray]] | None = None  # estimated once, when the plan first runs
 
     def cb(study: optuna.Study, _trial: FrozenTrial) -> None:
+        nonlocal space
         if spec.plan != "calibrated" or spec.n_trials is None or spec.max_simulations is None:
             return
         trials = study.get_trials(deepcopy=False)
@@ -680,14 +715,21 @@ def _plan_callback(spec: StudySpec, metrics: Sequence[str]) -> Callable[[optuna.
         left_trials = spec.n_trials - finished
         if left_sims <= 0 or left_trials <= 0 or left_trials > left_sims:
             return
-        # Pool: one row per distinct estimated design (sorted by key: storage order cannot matter).
-        pool: dict[str, tuple[FrozenTrial, Any, Any]] = {}
+        # Pool: one row per distinct design (sorted by key: storage order cannot matter), as
+        # [source trial or None, design, params, estimates, simulated values or None].
+        pool: dict[str, list[Any]] = {}
         for t in trials:
             key = t.user_attrs.get("design_key")
             est = estimate_vector(t, metrics)
             if key is None or est is None or key in pool or key in running:
                 continue
-            pool[key] = (t, est, None)
+            pool[key] = [t, t.user_attrs.get("design", {}), t.params, est, None]
+        if spec.plan_pool == "space":
+            if space is None:
+                space = _space_pool(spec, objective)
+            for key, design, params, est in space:
+                if key not in pool and key not in running:
+                    pool[key] = [None, design, params, est, None]
         for t in trials:
             key = t.user_attrs.get("design_key")
             if key in pool and "sim_wall_s" in t.user_attrs:
@@ -695,18 +737,21 @@ def _plan_callback(spec: StudySpec, metrics: Sequence[str]) -> Callable[[optuna.
                 if sim is None:
                     pool.pop(key)  # simulated without finite values: never planned again
                 else:
-                    pool[key] = (pool[key][0], pool[key][1], sim)
+                    pool[key][4] = sim
         if not pool:
             return
         keys = sorted(pool)
-        est = np.array([pool[k][1] for k in keys])
-        sim = np.array([pool[k][2] if pool[k][2] is not None else np.full(len(metrics), np.nan) for k in keys])
-        feats = design_features([pool[k][0].user_attrs.get("design", {}) for k in keys])
+        est = np.array([pool[k][3] for k in keys])
+        sim = np.array([pool[k][4] if pool[k][4] is not None else np.full(len(metrics), np.nan) for k in keys])
+        feats = design_features([pool[k][1] for k in keys])
         maximize = [d == optuna.study.StudyDirection.MAXIMIZE for d in study.directions]
         pick = plan_next(est, sim, feats, maximize, spec.max_simulations, k_ranks=spec.pruner.k_ranks)
         if pick is not None:
-            src = pool[keys[pick[0]]][0]
-            study.enqueue_trial(src.params, user_attrs={PLAN_ATTR: pick[1], "revisit_of": src.number})
+            src, _, params, _, _ = pool[keys[pick[0]]]
+            attrs: dict[str, Any] = {PLAN_ATTR: pick[1]}
+            if src is not None:
+                attrs["revisit_of"] = src.number
+            study.enqueue_trial(params, user_attrs=attrs)
 
     return cb
 
@@ -737,7 +782,7 @@ def run_worker(
         store = optuna.artifacts.FileSystemArtifactStore(str(spec.artifact_dir))
     objective = DseObjective(spec, evaluator, artifact_store=store, budget=spec.n_trials)
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [
-        _revisit_callback(spec, objective.pruner), _plan_callback(spec, objective.metrics),
+        _revisit_callback(spec, objective.pruner), _plan_callback(spec, objective),
         _budget_callback(spec.n_trials),
     ]
     if on_trial is not None:
