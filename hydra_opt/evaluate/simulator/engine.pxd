@@ -6,9 +6,12 @@ import cython
 
 from hydra_opt.evaluate.simulator.flows cimport EqualShareFlows, Flow
 
+cdef double _INF
+
 
 cdef class _Part:
-    cdef public object batch, phase, rids, epochs, family, mem_xy, res, seg, omap
+    cdef public object batch, phase, rids, epochs, family, mem_xy, seg, omap
+    cdef public tuple res
     cdef public double[::1] vals
     cdef public Py_ssize_t block, prev_chip, chip, end
     cdef public double start, nbytes
@@ -53,7 +56,7 @@ cdef class Engine:
     cpdef run(self)
     @cython.locals(ta=cython.double, th=cython.double, t=cython.double, t_net=cython.double, i_arr=Py_ssize_t,
                    n=Py_ssize_t, kind="long long", debug=bint, net_dirty=bint, ver="long long", flow=Flow,
-                   part=_Part)
+                   part=_Part, arr=list)
     cpdef _loop(self, double horizon)
     cpdef _push(self, double t, int kind, task, long long ver=*)
     @cython.locals(i=Py_ssize_t, p=Py_ssize_t, tp=cython.double, ht="double[::1]", hs="long long[::1]",

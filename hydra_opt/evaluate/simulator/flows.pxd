@@ -3,9 +3,12 @@
 # Flow records are C structs with typed fields; per-resource numbers are typed memoryviews of array.array buffers.
 import cython
 
+cdef double _INF, _SLACK
+
 
 cdef class Flow:
-    cdef public object fid, res, task
+    cdef public object fid, task
+    cdef public tuple res
     cdef public double rem, rate, t_last, cap, lat, due
     cdef public long long ver
 
