@@ -57,6 +57,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
         spec_path: str | Path | None = None) -> Section:
     """Simulate baseline + 3 variants per model × dataset × objective and build the section."""
     t0 = time.perf_counter()
+    Path(fig_dir).mkdir(parents=True, exist_ok=True)
     spec = load_spec("hydra_fig9", spec_path)
     if horizon_s is not None:
         spec["horizon_s"] = horizon_s
