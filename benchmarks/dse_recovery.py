@@ -107,8 +107,9 @@ def exhaustive(args) -> None:
 def _load_exhaustive(args):
     import pandas as pd
 
-    df = pd.read_csv(RESULTS / f"dse_exhaustive_{_tag(args)}.csv")
-    meta = json.loads((RESULTS / f"dse_exhaustive_{_tag(args)}.json").read_text())
+    tag = args.table_tag or _tag(args)
+    df = pd.read_csv(RESULTS / f"dse_exhaustive_{tag}.csv")
+    meta = json.loads((RESULTS / f"dse_exhaustive_{tag}.json").read_text())
     return df, meta
 
 
@@ -229,6 +230,8 @@ def main(argv=None) -> int:
     ap.add_argument("--space", default="search_spaces/quickstart.yaml")
     ap.add_argument("--tag-suffix", default="",
                     help="appended to the result files' tag (e.g. the sub-space name when a model has several)")
+    ap.add_argument("--table-tag", default="",
+                    help="search phase: score against dse_exhaustive_<TABLE_TAG>.csv (default: this run's tag)")
     ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--sim-frac", type=float, default=0.02)
     ap.add_argument("--n-trials", type=int, default=150)
