@@ -82,7 +82,8 @@ def test_study_spends_a_calibrated_budget_at_the_end(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         study, s = run_study(load_study_spec(_study(tmp_path, {"n_trials": 30, "max_simulations": 4,
-                                                                "plan": "calibrated"})), RunOptions(quiet=True))
+                                                                "plan": "calibrated", "plan_pool": "estimated"})),
+                             RunOptions(quiet=True))
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     assert s.finished == 30
     simulated = [t for t in trials if "sim_wall_s" in t.user_attrs]
@@ -128,7 +129,18 @@ def test_plan_pool_space_picks_designs_no_trial_proposed(tmp_path: Path) -> None
 
 def test_plan_pool_space_checks(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="plan: calibrated"):
-        load_study_spec(_study(tmp_path, {"n_trials": 30, "max_simulations": 3, "plan_pool": "space"}))
+        load_study_spec(_study(tmp_path, {"n_trials": 30, "max_simulations": 3, "plan": "greedy",
+                                          "plan_pool": "space"}))
     with pytest.raises(ConfigError, match="estimated, space|estimated"):
         load_study_spec(_study(tmp_path, {"n_trials": 30, "max_simulations": 3, "plan": "calibrated",
                                           "plan_pool": "everything"}))
+
+
+def test_plan_auto_defaults(tmp_path: Path) -> None:
+    """``auto``: a study with a simulation budget plans it over the whole (small) space; without one it is greedy."""
+    spec = load_study_spec(_study(tmp_path, {"n_trials": 30, "max_simulations": 3}))
+    assert (spec.plan, spec.plan_pool) == ("calibrated", "space")
+    spec = load_study_spec(_study(tmp_path, {"n_trials": 30}))
+    assert (spec.plan, spec.plan_pool) == ("greedy", "estimated")
+    spec = load_study_spec(_study(tmp_path, {"n_trials": 30, "max_simulations": 3, "plan": "greedy"}))
+    assert (spec.plan, spec.plan_pool) == ("greedy", "estimated")

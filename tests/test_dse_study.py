@@ -238,7 +238,7 @@ def test_two_workers_share_the_budget_exactly(tmp_path: Path) -> None:
 
 
 def test_simulation_cap(tmp_path: Path) -> None:
-    path = _study_file(tmp_path, n_trials=16, storage=_journal(tmp_path), budget={"n_trials": 16, "max_simulations": 3})
+    path = _study_file(tmp_path, n_trials=16, storage=_journal(tmp_path), budget={"n_trials": 16, "max_simulations": 3, "plan": "greedy"})
     study, s = _run(path)
     trials = study.get_trials(deepcopy=False)
     simulated = {t.user_attrs["design_key"] for t in trials if "sim_wall_s" in t.user_attrs}

@@ -97,11 +97,13 @@ class StudySpec:
             trials are still estimated but end PRUNED (``promotion: simulation-budget``).
         plan: How the simulation budget is spent: ``"greedy"`` (promote as the pruner decides until the cap) or
             ``"calibrated"`` (estimate only until the trials left equal the simulations left, then simulate the
-            designs :func:`hydra_opt.dse.plan.plan_next` picks; needs ``n_trials`` and ``max_simulations``).
+            designs :func:`hydra_opt.dse.plan.plan_next` picks; needs ``max_simulations``). The file's ``auto``
+            (default) resolves to calibrated when ``budget.max_simulations`` is set, else greedy.
         plan_pool: Where the calibrated plan picks from: ``"estimated"`` (the designs the study's trials estimated)
             or ``"space"`` (every design of the search space, estimated once, vectorised, when the plan starts — a
             design no trial proposed is enqueued with the parameters that draw it; the space must have at most
-            :data:`PLAN_POOL_MAX` designs).
+            :data:`PLAN_POOL_MAX` designs). The file's ``auto`` (default) resolves to space for a calibrated plan on
+            a space that small, else estimated.
         timeout_s: Wall-time limit of one invocation, s (None = none).
         storage: Storage URL.
         artifact_dir: Folder of the artifact store (None = no artifacts).
@@ -287,11 +289,16 @@ def parse_study_spec(root: Node) -> StudySpec:
             timeout_s = bn.get("timeout_s").number(positive=True, maximum=10**8)
         if bn.has("max_simulations"):
             max_simulations = bn.get("max_simulations").int(minimum=1, maximum=10**7)
-        plan = bn.get("plan", "greedy").str(choices=PLANS)
+        plan = bn.get("plan", "auto").str(choices=("auto", *PLANS))
+        if plan == "auto":
+            # The recovery benchmark (docs/dse.md): with a known simulation budget, planning it beats greedy promotion.
+            plan = "calibrated" if max_simulations is not None else "greedy"
         if plan == "calibrated" and max_simulations is None:
             raise ConfigError("needs budget.max_simulations (the budget it plans)", file=root.file, key="budget.plan",
                               value=plan)
-        plan_pool = bn.get("plan_pool", "estimated").str(choices=PLAN_POOLS)
+        plan_pool = bn.get("plan_pool", "auto").str(choices=("auto", *PLAN_POOLS))
+        if plan_pool == "auto":
+            plan_pool = "space" if plan == "calibrated" and space.size() <= PLAN_POOL_MAX else "estimated"
         if plan_pool == "space":
             if plan != "calibrated":
                 raise ConfigError("needs budget.plan: calibrated", file=root.file, key="budget.plan_pool",
