@@ -122,6 +122,12 @@ class ScalarDim:
             return None
         return v[0], v[-1], step
 
+    def _int_range(self) -> tuple[int, int, int] | None:
+        """(low, high, step) when the values are ints in an ascending arithmetic progression (drawn with
+        ``suggest_int``), else None (drawn as a categorical of :meth:`_labels`)."""
+        ap = self._arithmetic()
+        return ap if ap is not None and all(isinstance(x, int) for x in self.values) else None
+
     def _labels(self) -> list[Any]:
         """Categorical choices: the values, with tuples (e.g. an (m, n, t) shape) shown as ``"4x4x4"``."""
         return [("x".join(map(str, v)) if isinstance(v, tuple) else v) for v in self.values]
@@ -130,16 +136,15 @@ class ScalarDim:
         """Draw a value: integer/float steps for ordered numeric progressions, a categorical otherwise."""
         if self.fixed:
             return self.values[0]
-        ap = self._arithmetic()
-        if ap is not None and all(isinstance(x, int) for x in self.values):
-            return trial.suggest_int(self.param, ap[0], ap[1], step=ap[2])
+        ir = self._int_range()
+        if ir is not None:
+            return trial.suggest_int(self.param, ir[0], ir[1], step=ir[2])
         labels = self._labels()
         return self.values[labels.index(trial.suggest_categorical(self.param, labels))]
 
     def param_value(self, value: Any) -> Any:
         """The Optuna parameter value under which :meth:`suggest` returns ``value`` (inverse of suggest)."""
-        ap = self._arithmetic()
-        if ap is not None and all(isinstance(x, int) for x in self.values):
+        if self._int_range() is not None:
             return value
         return self._labels()[self.values.index(value)]
 
@@ -147,9 +152,9 @@ class ScalarDim:
         """The Optuna distribution :meth:`suggest` uses (None when fixed)."""
         if self.fixed:
             return None
-        ap = self._arithmetic()
-        if ap is not None and all(isinstance(x, int) for x in self.values):
-            return optuna.distributions.IntDistribution(ap[0], ap[1], step=ap[2])
+        ir = self._int_range()
+        if ir is not None:
+            return optuna.distributions.IntDistribution(ir[0], ir[1], step=ir[2])
         return optuna.distributions.CategoricalDistribution(self._labels())
 
 
@@ -245,10 +250,10 @@ class Composition:
                 j = options.index(v)
                 if encoding == "stick_breaking":
                     params[f"u_{part.name}"] = (j + 0.5) / len(options)
+                elif _even_step(options) is not None:
+                    params[part.param] = v
                 else:
-                    step = options[1] - options[0]
-                    even = all(b - a == step for a, b in zip(options, options[1:]))
-                    params[part.param if even else f"{part.param}_index"] = v if even else j
+                    params[f"{part.param}_index"] = j
             remaining -= v
         return params
 
@@ -260,11 +265,17 @@ class Composition:
         return cached
 
 
+def _even_step(options: Sequence[int]) -> int | None:
+    """The common step of ``options`` (ascending ints, at least two) when they are evenly spaced, else None."""
+    step = options[1] - options[0]
+    return step if all(b - a == step for a, b in zip(options, options[1:])) else None
+
+
 def _suggest_from(trial: optuna.trial.BaseTrial, name: str, options: Sequence[int]) -> int:
     """Suggest one of ``options`` (ascending ints): an int range when they are evenly spaced, else an index."""
     if len(options) >= 2:
-        step = options[1] - options[0]
-        if all(b - a == step for a, b in zip(options, options[1:])):
+        step = _even_step(options)
+        if step is not None:
             return trial.suggest_int(name, options[0], options[-1], step=step)
         return options[trial.suggest_int(f"{name}_index", 0, len(options) - 1)]
     return options[0]
