@@ -147,13 +147,18 @@ def run_exhaustive(
     sim = {m: np.full(n, np.nan) for m in metrics}
     ck = _Checkpoint(checkpoint, {"pairs": keys, "metrics": metrics, "sim_seed": sim_seed,
                                   **dict(checkpoint_header or {})}) if checkpoint else None
-    dkeys = [json.dumps(dict(d), sort_keys=True, default=str) for d in designs]
-    done, prior_wall = ck.load() if ck else ({}, 0.0)
-    for i in chosen:
-        if dkeys[i] in done:
-            for m in metrics:
-                sim[m][i] = done[dkeys[i]].get(m, math.nan)
-    todo = [i for i in chosen if dkeys[i] not in done]
+    todo, prior_wall = list(chosen), 0.0
+    if ck:
+        dkeys = {i: json.dumps(dict(designs[i]), sort_keys=True, default=str) for i in chosen}
+        done, prior_wall = ck.load()
+        todo = []
+        for i in chosen:
+            rec = done.get(dkeys[i])
+            if rec is None:
+                todo.append(i)
+            else:
+                for m in metrics:
+                    sim[m][i] = rec.get(m, math.nan)
     t1 = time.perf_counter()
     jobs = [(evaluator, dict(designs[i]), list(zip(keys, pairs)), objectives, sim_seed) for i in todo]
     pool = None
@@ -176,8 +181,9 @@ def run_exhaustive(
             if progress:
                 progress("simulate", len(chosen) - len(todo) + j + 1, len(chosen))
     finally:
-        if pool is not None:
-            pool.close()
+        if pool is not None:  # as `with Pool(...)`: an interrupted sweep leaves no worker simulating
+            pool.terminate()
+            pool.join()
     return ExhaustiveResult([dict(d) for d in designs], feasible, est, sim, est_wall,
                             prior_wall + time.perf_counter() - t1)
 
