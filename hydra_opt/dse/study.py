@@ -687,6 +687,17 @@ PLAN_POOLS: tuple[str, ...] = ("estimated", "space")
 PLAN_POOL_MAX = 20_000
 
 
+@dataclass
+class _PoolRow:
+    """One distinct design the calibrated plan may pick."""
+
+    source: FrozenTrial | None  # the trial that estimated it (None: a space design no trial proposed)
+    design: dict[str, Any]
+    params: dict[str, Any]  # what to enqueue to draw it
+    est: np.ndarray  # estimates in objective order
+    sim: np.ndarray | None = None  # simulated values, once simulated
+
+
 def _space_pool(spec: StudySpec, objective: DseObjective) -> list[tuple[str, dict, dict, np.ndarray]]:
     """``(design key, design, params, estimates)`` of every feasible, finitely estimated design of the space."""
     from hydra_opt.dse.exhaustive import run_exhaustive
@@ -722,21 +733,20 @@ def _plan_callback(spec: StudySpec, objective: DseObjective) -> Callable[[optuna
         left_trials = spec.n_trials - finished
         if left_sims <= 0 or left_trials <= 0 or left_trials > left_sims:
             return
-        # Pool: one row per distinct design (sorted by key: storage order cannot matter), as
-        # [source trial or None, design, params, estimates, simulated values or None].
-        pool: dict[str, list[Any]] = {}
+        # Pool: one row per distinct design (sorted by key: storage order cannot matter).
+        pool: dict[str, _PoolRow] = {}
         for t in trials:
             key = t.user_attrs.get("design_key")
             est = estimate_vector(t, metrics)
             if key is None or est is None or key in pool or key in running:
                 continue
-            pool[key] = [t, t.user_attrs.get("design", {}), t.params, est, None]
+            pool[key] = _PoolRow(t, t.user_attrs.get("design", {}), t.params, est)
         if spec.plan_pool == "space":
             if space is None:
                 space = _space_pool(spec, objective)
             for key, design, params, est in space:
                 if key not in pool and key not in running:
-                    pool[key] = [None, design, params, est, None]
+                    pool[key] = _PoolRow(None, design, params, est)
         for t in trials:
             key = t.user_attrs.get("design_key")
             if key in pool and "sim_wall_s" in t.user_attrs:
@@ -744,21 +754,21 @@ def _plan_callback(spec: StudySpec, objective: DseObjective) -> Callable[[optuna
                 if sim is None:
                     pool.pop(key)  # simulated without finite values: never planned again
                 else:
-                    pool[key][4] = sim
+                    pool[key].sim = sim
         if not pool:
             return
-        keys = sorted(pool)
-        est = np.array([pool[k][3] for k in keys])
-        sim = np.array([pool[k][4] if pool[k][4] is not None else np.full(len(metrics), np.nan) for k in keys])
-        feats = design_features([pool[k][1] for k in keys])
+        rows = [pool[k] for k in sorted(pool)]
+        est = np.array([r.est for r in rows])
+        sim = np.array([r.sim if r.sim is not None else np.full(len(metrics), np.nan) for r in rows])
+        feats = design_features([r.design for r in rows])
         maximize = [d == optuna.study.StudyDirection.MAXIMIZE for d in study.directions]
         pick = plan_next(est, sim, feats, maximize, spec.max_simulations, k_ranks=spec.pruner.k_ranks)
         if pick is not None:
-            src, _, params, _, _ = pool[keys[pick[0]]]
+            row = rows[pick[0]]
             attrs: dict[str, Any] = {PLAN_ATTR: pick[1]}
-            if src is not None:
-                attrs["revisit_of"] = src.number
-            study.enqueue_trial(params, user_attrs=attrs)
+            if row.source is not None:
+                attrs["revisit_of"] = row.source.number
+            study.enqueue_trial(row.params, user_attrs=attrs)
 
     return cb
 
