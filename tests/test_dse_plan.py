@@ -78,12 +78,14 @@ def _study(tmp_path: Path, budget: dict) -> Path:
     return p
 
 
-def test_study_spends_a_calibrated_budget_at_the_end(tmp_path: Path) -> None:
+def _run(tmp_path: Path, budget: dict):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        study, s = run_study(load_study_spec(_study(tmp_path, {"n_trials": 30, "max_simulations": 4,
-                                                                "plan": "calibrated", "plan_pool": "estimated"})),
-                             RunOptions(quiet=True))
+        return run_study(load_study_spec(_study(tmp_path, budget)), RunOptions(quiet=True))
+
+
+def test_study_spends_a_calibrated_budget_at_the_end(tmp_path: Path) -> None:
+    study, s = _run(tmp_path, {"n_trials": 30, "max_simulations": 4, "plan": "calibrated", "plan_pool": "estimated"})
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     assert s.finished == 30
     simulated = [t for t in trials if "sim_wall_s" in t.user_attrs]
@@ -112,11 +114,7 @@ def test_plan_pool_space_picks_designs_no_trial_proposed(tmp_path: Path) -> None
     from hydra_opt.dse.search_space import parse_search_space
     from hydra_opt.config import Node
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        study, s = run_study(load_study_spec(_study(tmp_path, {"n_trials": 10, "max_simulations": 3,
-                                                                "plan": "calibrated", "plan_pool": "space"})),
-                             RunOptions(quiet=True))
+    study, s = _run(tmp_path, {"n_trials": 10, "max_simulations": 3, "plan": "calibrated", "plan_pool": "space"})
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     simulated = [t for t in trials if "sim_wall_s" in t.user_attrs]
     assert [t.number for t in simulated] == [7, 8, 9] and s.simulated == 3
