@@ -21,7 +21,7 @@ cdef class EqualShareFlows:
     cdef public double[::1] cap, share, capsum
     cdef public long long[::1] uncapped
 
-    @cython.locals(f=Flow, rate=cython.double, rem=cython.double, x=Py_ssize_t, first=bint, share="double[::1]")
+    @cython.locals(f=Flow, rate=cython.double, rem=cython.double, x=Py_ssize_t, share="double[::1]")
     cpdef _retime(self, set fids, double now, list out)
 
     @cython.locals(s=set, touched=set, finite=bint, new=cython.double, out=list, r=Py_ssize_t, on=list,

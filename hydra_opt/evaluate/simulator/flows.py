@@ -92,12 +92,10 @@ class EqualShareFlows:
         share = self.share
         for g in fids:
             f = flows[g]
-            rate = _INF
-            first = True
+            rate = _INF  # min over its resources' shares
             for x in f.res:
-                if first or share[x] < rate:
+                if share[x] < rate:
                     rate = share[x]
-                    first = False
             if f.cap < rate:
                 rate = f.cap
             if rate == f.rate:
