@@ -103,8 +103,12 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
     space = DesignSpace(full.name, full.compositions[::k]) if k > 1 else full
     designs = list(space)
     wl = load_workload(wl_name)
-    # The estimator looks at the same horizon as the simulations that check its picks.
-    eopts = EstimatorOptions(placement_preset="paper", ttft_from="batch_start", horizon_s=h)
+    # The estimator describes the run the simulations that check its picks perform: the same horizon, the same
+    # requests (the paper preset replays the first 5,000) and whole-run throughput (window = the horizon).
+    opts = sim_options(spec, quick)
+    eopts = EstimatorOptions(placement_preset="paper", ttft_from=opts.ttft_from, horizon_s=h,
+                             n_requests=opts.n_requests, precision=opts.precision,
+                             window_s=(0.0, h) if opts.throughput_window == "whole_run" else None)
     t_est = time.perf_counter()
     est = {}
     for mk, mname in models.items():
@@ -112,7 +116,6 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
         est[mk] = {"tp": a["throughput_tok_s"], "ttft": a["ttft_mean_s"]}
     t_est = time.perf_counter() - t_est
     keys = list(models)
-    opts = sim_options(spec, quick)
     t_sim = time.perf_counter()
     picks, sim_norm, est_norm, sims = {}, {}, {}, {}
     for o in ("bstar", "mt"):
@@ -226,7 +229,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
         f"`{wl_name}`. Space: `{full.name}` ({len(full):,} designs; static batching and scheduling, CP placement)"
         + (f", quick mode keeps every {k}-th composition ({len(designs):,} designs)" if k > 1 else "")
         + ". **Estimated**: every design × model by the vectorised estimator (paper-preset placement, TTFT from batch "
-        "start); each DSE target picks B* (max TP/TTFT among designs above each target model's mean estimated TP) "
+        f"start, the simulations' {opts.n_requests or 'all'} requests, horizon and throughput window); each DSE target picks B* (max TP/TTFT among designs above each target model's mean estimated TP) "
         "and M_T (max TP) by the geometric mean of per-model normalised scores. **Simulated**: every pick on every "
         f"model, `SimOptions.paper(horizon_s={h:g})`, seed {seed}; the rows below are the simulated values normalised "
         "to the best simulated result on that model among all picks (the paper normalises to the best result per "
