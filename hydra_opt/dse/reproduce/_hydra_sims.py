@@ -36,6 +36,7 @@ __all__ = [
     "ratio_cause",
     "safe_ratio",
     "finite_extreme",
+    "hbm_port_util",
 ]
 
 #: Repository root (the package is installed editable; ``studies/`` lives next to ``hydra_opt/``).
@@ -259,3 +260,9 @@ def finite_extreme(table: dict, fn) -> Any:
     if not keys:
         return next(iter(table))
     return fn(keys, key=lambda k: table[k])
+
+
+def hbm_port_util(result: Any) -> str:
+    """``"max%/mean%"`` of a simulation's per-HBM port utilisation (``SimResult.hbm_bw_util``), ``"—"`` if none."""
+    u = [float(x) for x in getattr(result, "hbm_bw_util", []) or []]
+    return f"{max(u):.0%}/{sum(u) / len(u):.0%}" if u else "—"

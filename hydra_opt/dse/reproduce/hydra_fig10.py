@@ -27,6 +27,7 @@ from hydra_opt.dse.reproduce._hydra_sims import (
     sim_options,
     safe_ratio,
     finite_extreme,
+    hbm_port_util,
     simulate_cached,
 )
 from hydra_opt.dse.reproduce.common import Row, Section
@@ -76,10 +77,6 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         v = ref.get(f"{d}-{o}-{p}")
         return score(v[0], v[1], o) if v else math.nan
 
-    def _hbm(r) -> str:
-        u = [float(x) for x in getattr(r, "hbm_bw_util", []) or []]
-        return f"{max(u):.0%}/{sum(u) / len(u):.0%}" if u else "—"
-
     def _cause(d: str, o: str, a: str, b: str) -> str:
         ra, rb = res[d, o, a], res[d, o, b]
         va, vb = ref.get(f"{d}-{o}-{a}", [math.nan] * 2), ref.get(f"{d}-{o}-{b}", [math.nan] * 2)
@@ -98,7 +95,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         # Measured: how evenly each placement loads the HBM ports, and how many requests it completes.
         r_cp, r_o = res[d, o, "cp"], res[d, o, other]
         name = "RR" if other == "rr" else other
-        return (f"HBM port utilisation max/mean CP {_hbm(r_cp)} vs {name} {_hbm(r_o)} (CP's family groups stream "
+        return (f"HBM port utilisation max/mean CP {hbm_port_util(r_cp)} vs {name} {hbm_port_util(r_o)} (CP's family groups stream "
                 f"each family through its own HBMs only, see below); completed requests CP "
                 f"{r_cp.completed_requests} / {name} {r_o.completed_requests}" + (f" in {h:g} s" if short else ""))
 

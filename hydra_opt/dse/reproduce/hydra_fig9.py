@@ -25,6 +25,7 @@ from hydra_opt.dse.reproduce._hydra_sims import (
     sim_options,
     safe_ratio,
     finite_extreme,
+    hbm_port_util,
     simulate_cached,
 )
 from hydra_opt.dse.reproduce.common import Row, Section
@@ -140,7 +141,10 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
                                  + ("; the CP and RR designs differ (artifact manifest)"
                                     if mspecs[bb[0]].get("baseline", "same-design-rr") != "same-design-rr" else
                                     "; same design, placement only")
-                                 + f"; measured TTFT ratio ×{tt[bb, 'CP']:.2f}"
+                                 + f"; measured TTFT ratio ×{tt[bb, 'CP']:.2f}; HBM port utilisation max/mean CP "
+                                   f"{hbm_port_util(res[(*bb, 'CP')])} vs RR {hbm_port_util(res[(*bb, 'RR')])}, "
+                                   f"completed requests CP {res[(*bb, 'CP')].completed_requests} / RR "
+                                   f"{res[(*bb, 'RR')].completed_requests}"
                             + (f"; {hnote.rstrip('; ')}" if short else "")))
     na = ("nemotron-h", "arxiv", "bstar")
     if na in [tuple(x) for x in bars]:
