@@ -203,7 +203,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
                         f"{c.get('tscs_p', 0)}, {c.get('tscs_d', 0)}, {dp.d2d_bw_gbps:g}")
                 rv = ref.get(f"{d}-{o}-{p}", [math.nan, math.nan])
                 lines.append(f"| {DS_LABEL[d]} | {OBJ_LABEL[o]} | {p} | {desc} | {r.throughput_tok_s:.1f} | {rv[0]:.1f} | "
-                             f"{r.ttft_mean_s:.3f} | {rv[1]:.3f} | {r.completed_requests} | {_hbm(r)} |")
+                             f"{r.ttft_mean_s:.3f} | {rv[1]:.3f} | {r.completed_requests} | {hbm_port_util(r)} |")
     lines += ["", "Why CP can trail RR in hydra_opt: the paper preset keeps the artifact's CP (bandwidth split into "
               "per-family HBM groups, per-kind weight chunks). Every pass streams a family's weights and state through "
               "its group's HBM interfaces (600 GB/s each) only, while RR spreads every family over all HBMs; with few "
