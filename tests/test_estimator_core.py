@@ -243,3 +243,25 @@ def test_lending_allocation_chain_balances_phases() -> None:
     # Two families: the joint π is the product of the per-family chains.
     gain2, pis2 = markov.lending_gain(fams + [(4, 4, 1.0, 1.5, 1.0, 1.5)], 0.9, 1.0)
     assert np.allclose(pis2[0], pis[0]) and pis2[1].sum() == pytest.approx(1.0)
+
+
+def test_window_past_the_last_arrival_is_capped_by_the_offered_tokens():
+    # The paper preset's whole-run window: 500 requests arrive within 5 s, the window is 20 s. Jamba-tiny keeps up
+    # with them, so every token is emitted within the run and throughput = offered tokens / 20 s (the simulator's
+    # value); an open-ended fluid arrival stream would keep adding requests after the last one (2× or more).
+    from hydra_opt.evaluate import SimOptions, simulate
+
+    d = DesignPoint.from_dict({
+        "chiplets": {"marca_p": 1, "marca_d": 17, "tscs_p": 1, "tscs_d": 1}, "n_mem": 4, "memory": "hbm3",
+        "d2d_bw_gbps": 640, "max_batch": 2, "placement": "cp", "batching": "static", "scheduler": "static",
+        "precision": "int8", "package": {"grid_w": 6, "grid_h": 4, "slot_area_mm2": 144.0}})
+    model, wl = load_model("jamba-tiny"), load_workload("hydra-chat")
+    opts = EstimatorOptions(placement_preset="paper", ttft_from="batch_start", horizon_s=20.0, n_requests=500,
+                            precision="int8", window_s=(0.0, 20.0))
+    offered = float(np.maximum(wl.requests(0).output_tokens[:500], 1).sum()) / 20.0
+    single = estimate(d, model, wl, options=opts).throughput_tok_s
+    vec = float(space_arrays([d], model, wl, options=opts)["throughput_tok_s"][0])
+    sim = simulate(d, model, wl, options=SimOptions.paper(horizon_s=20.0, n_requests=500)).throughput_tok_s
+    assert single <= offered * (1 + 1e-12) and vec <= offered * (1 + 1e-12)
+    assert sim == pytest.approx(offered)  # the simulator finishes every request: the cap is reached
+    assert single == pytest.approx(sim, rel=0.02) and vec == pytest.approx(sim, rel=0.02)

@@ -51,6 +51,9 @@ class Prepared:
         ctx_cap_tok: Largest context a block attends to, tokens (None: unbounded).
         context_mean_tok: Mean prompt + output tokens of the replayed requests (before the horizon cut), tokens:
             the context the simulator's clean placement sizes KV and traffic for.
+        offered_tokens: Output tokens of every replayed request that arrives before the horizon: no run can emit
+            more, whatever its window (the fluid's arrival stream is open-ended at rate λ, so a window reaching past
+            the last arrival — the paper preset's whole run of 5,000 requests over 100 s — is capped by it).
         model: The model object (placement needs its blocks; None: load it by name).
     """
 
@@ -72,6 +75,7 @@ class Prepared:
     grid_emin: np.ndarray
     grid_cdf: np.ndarray
     context_mean_tok: float | None = None
+    offered_tokens: float = float("inf")
     model: object = field(default=None, compare=False, repr=False)
 
     @property
@@ -171,6 +175,7 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, war
         grid_emin=grid_emin,
         grid_cdf=fluid.cdf_on(stats.steps, grid_k),
         context_mean_tok=ctx_mean,
+        offered_tokens=float(ot.sum()) if ot.size else float("inf"),
         model=model,
     )
     _PREP_CACHE[key] = prep
@@ -711,7 +716,7 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
     if st_idx.size:
         sub = subset(st_idx)
         seq = fluid.batch_sequence(sub)
-        n = fluid.static_curves(sub, seq, np.array([w0, w1]))
+        n = np.minimum(fluid.static_curves(sub, seq, np.array([w0, w1])), prep.offered_tokens)
         thr[st_idx] = (n[:, 1] - n[:, 0]) / max(w1 - w0, 1e-300)
         tt = fluid.static_ttft(sub, seq, w0, w1, prep.horizon_s, from_=opts.ttft_from)
         # Stochastic queueing at the prefill bottleneck stage, which the deterministic fluid does not see below
@@ -737,7 +742,7 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
         sub.horizon = prep.horizon_s
         sub.steps = prep.stats.steps
         thr_c, ttft_c = fluid.continuous_requests(sub, w0, w1, prep.horizon_s, from_=opts.ttft_from)
-        thr[ct_idx] = thr_c
+        thr[ct_idx] = np.minimum(thr_c, prep.offered_tokens / max(w1 - w0, 1e-300))
         ttft[ct_idx] = np.where(np.isfinite(ttft_c), ttft_c, np.inf)
     stat_thr = np.where(over, cap_tok, lam * out_tok)
     scv = _service_scv(prep)

@@ -529,6 +529,7 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
     if static_b:
         seq = _batch_sequence(prep, ex, fl_m, bsz, a0, lam, pre_sum, pre_max, tau0, tau1, l1, e_l1, tau_b, t_end)
         n0, n1 = _static_curves(ex, seq, bsz, r_tok, fl_feasible, w0, w1)
+        n0, n1 = _mn(n0, prep.offered_tokens), _mn(n1, prep.offered_tokens)  # core.Prepared.offered_tokens
         thr = (n1 - n0) / max(w1 - w0, 1e-300)
         tt = _static_ttft(seq, bsz, a0, lam, r_adm, pre_sum, fl_feasible, w0, w1, prep.horizon_s, opts.ttft_from)
         bb = _mx(bsz, 1.0)
@@ -554,7 +555,7 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
         sub.horizon = prep.horizon_s
         sub.steps = prep.stats.steps
         thr_c, ttft_c = fluid.continuous_requests(sub, w0, w1, prep.horizon_s, from_=opts.ttft_from)
-        thr = float(thr_c[0])
+        thr = _mn(float(thr_c[0]), prep.offered_tokens / max(w1 - w0, 1e-300))
         ttft = float(ttft_c[0]) if np.isfinite(ttft_c[0]) else _INF
     stat_thr = cap_tok if over else lam * out_tok
     if not over:
