@@ -112,3 +112,15 @@ def test_table5_top_k_and_recovery():
     assert top_k(scores, 10) == [2, 3, 0, 4]
     assert recovery_of([50.0, np.nan, 80.0], 100.0) == pytest.approx(0.8)
     assert recovery_of([], 100.0) == 0.0
+
+
+def test_ladder_summary_groups_offset_and_agreeing_fronts():
+    from hydra_opt.dse.reproduce.hydra_fig8 import _ladder_summary
+
+    def art(tag, pub, ours, last):
+        return dict(tag=tag, pub_mt_tp=pub, ours_at_pub_mt_tp=ours, ladder={"steps": [("ours", ours, 1.0),
+                                                                                    ("prefill_fit", last, 2.0)]})
+
+    text = _ladder_summary([art("A", 100.0, 150.0, 95.0), art("B", 100.0, 110.0, 60.0), art("C", 100.0, 60.0, 101.0)])
+    assert "on the 2 published M_T designs" in text and "×0.95–×1.01 (A ×0.95, C ×1.01)" in text
+    assert "on the 1 that already agree within 25 % at ×0.60–×0.60 (B ×0.60)" in text
