@@ -111,3 +111,13 @@ def test_disk_sim_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONHASHSEED": "123"}).stdout.strip()
     assert Path(out) == files[0]
+
+
+def test_near_ties_are_the_designs_within_tolerance_of_the_target_optimum():
+    from hydra_opt.dse.reproduce.hydra_table4 import near_ties
+
+    est = {"A": {"tp": np.array([100.0, 97.0, 90.0, 99.0]), "ttft": np.ones(4)},
+           "B": {"tp": np.array([10.0, 20.0, 30.0, 40.0]), "ttft": np.ones(4)}}
+    assert near_ties(est, ["A"], "mt").tolist() == [0, 1, 3]  # ≥ 95 of the best 100
+    # Two models: the geometric mean within 5 %, i.e. the sum of logs within 2·log(0.95) of the best.
+    assert near_ties(est, ["A", "B"], "mt").tolist() == [3]
