@@ -248,6 +248,12 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
             spec_t = next((t for t in keys if f"{t}-specialised" in item), None)
             if spec_t is not None and bound[spec_t]:
                 cmt += "; " + _arbitrary(spec_t)
+            elif spec_t is not None:
+                o = "bstar" if item.startswith("B*") else "mt"
+                n_ties = near_ties(est, [spec_t], o).size
+                cmt += (f"; measured: {n_ties} design{'s estimate' if n_ties != 1 else ' estimates'} within 5 % of the "
+                        f"{spec_t}-specialised optimum, so the specialised pick — and this ratio — depends on the "
+                        "tie-break among them")
             if "worst-case" in item:
                 cmt += f"; the worst model is {worst} ({g('bstar', all3, worst):.2f} of its best)"
                 if bound[worst]:
