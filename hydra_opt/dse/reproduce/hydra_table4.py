@@ -260,6 +260,8 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
                     ttfts = [sims[i, worst][1] for i in set(picks["bstar"].values())]
                     cmt += (f", arrival-bound: every pick serves it at {min(tp_all[worst]):.0f} tok/s and B* is set by "
                             f"TTFTs of {min(ttfts):.3f}–{max(ttfts):.3f} s")
+                else:
+                    cmt += _ttft_decided(worst)
         rows.append(Row(item, paper, ours, unit, cmt))
 
     lines = [f"Picked designs ({'quick: every %d-th composition, ' % k if k > 1 else ''}{len(designs):,} designs "
