@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hydra_opt.dse.reproduce._hydra_sims import horizon, load_spec, sim_options, simulate_cached
+from hydra_opt.dse.reproduce._hydra_sims import horizon, load_spec, safe_ratio, sim_options, simulate_cached
 from hydra_opt.dse.reproduce.common import Row, Section
 
 __all__ = ["run", "PAPER", "pick_designs"]
@@ -180,6 +180,18 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
                 f"but their TTFTs {min(tts):.3f}–{max(tts):.3f} s (×{r_tt:.1f}), so the B* score (TP/TTFT) is decided "
                 "by TTFT differences")
 
+    def _bstar_terms(tname: str, mk: str) -> str:
+        # Measured: which term of TP/TTFT sets the entry, against the pick that scores best on this model.
+        tp, tt = sims[picks["bstar"][tname], mk]
+        best = max(set(picks["bstar"].values()), key=lambda i: _score(*map(np.atleast_1d, sims[i, mk]), "bstar")[0])
+        tpb, ttb = sims[best, mk]
+        r_tp, r_tt = safe_ratio(tp, tpb), safe_ratio(ttb, tt)
+        if not (math.isfinite(r_tp) and math.isfinite(r_tt) and r_tp > 0 and r_tt > 0):
+            return ""
+        main = "TTFT" if abs(math.log(r_tt)) > abs(math.log(r_tp)) else "throughput"
+        return (f"on {mk} this pick runs at {tp:.0f} tok/s, TTFT {tt:.3g} s vs the best pick's {tpb:.0f} tok/s, "
+                f"{ttb:.3g} s (TP ×{r_tp:.2f}, TTFT term ×{r_tt:.2f}): the entry is set mostly by {main}")
+
     def _tie_span(o: str, tname: str, mk: str, paper: float) -> str:
         # Measured: how much the entry depends on which near-equivalent design the target's DSE picks.
         ties = near_ties(est, tname.split(" + "), o)
@@ -221,6 +233,8 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
                     if tname in bound and bound[tname] and mk != tname:
                         cmt += "; " + _arbitrary(tname)
                     cmt += "; " + _tie_span(o, tname, mk, paper)
+                    if o == "bstar":
+                        cmt += "; " + _bstar_terms(tname, mk)
                 off = "" if mk in tname.split(" + ") else " (off-target)"
                 rows.append(Row(f"{OBJ[o]}: target {tname} on {mk}{off}", paper, ours, "x", cmt))
 
