@@ -139,3 +139,11 @@ def test_evaluator_metrics_carry_accuracy_cost_with_the_forced_precision() -> No
     ev = HydraEvaluator(simulate_options={"preset": "paper"})
     assert ev._precision(ev._sim_opts) == ev._precision(ev._est_opts) == "int8"  # the paper preset runs int8
     assert math.isclose(_metrics_of({"accuracy_cost": 0.5}, d)["accuracy_cost"], 0.5)  # a result's own value wins
+
+
+def test_evaluator_exposes_the_resolved_simulation_options():
+    from hydra_opt.evaluate import SimOptions
+
+    ev = HydraEvaluator(simulate_options={"preset": "paper", "horizon_s": 30})
+    assert ev.sim_options == SimOptions.paper(horizon_s=30) and ev.sim_options.paper_preset
+    assert HydraEvaluator().sim_options is None

@@ -106,6 +106,11 @@ class HydraEvaluator:
                     est[key] = getattr(self._sim_opts, key)
         self._est_opts = _options(EstimatorOptions, est, self.file, "estimate")
 
+    @property
+    def sim_options(self) -> Any:
+        """The ``SimOptions`` :attr:`simulate_options` resolves to (``preset: paper`` applied; None: defaults)."""
+        return self._sim_opts
+
     def design(self, design: Mapping[str, Any]) -> Any:
         from hydra_opt.system.design import DesignPoint
 

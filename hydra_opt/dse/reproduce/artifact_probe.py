@@ -192,7 +192,8 @@ def artifact_attention_model(model: Any) -> Any:
 
 
 def calibrate(run: Callable[[float], tuple[float, float]], target_ttft_s: float, first: tuple[float, float], *,
-              tol: float = 0.1, max_runs: int = 4, lo: float = 1 / 64, hi: float = 4.0) -> list[tuple[float, float, float]]:
+              tol: float = 0.1, max_runs: int = 4, lo: float = 1 / 64,
+              hi: float = 4.0) -> list[tuple[float, float, float]]:
     """Search the prefill MAC-rate factor ``s`` at which ``run(s)`` gives the target mean TTFT.
 
     TTFT falls roughly as ``1/s`` when prefill is compute-bound, so the first guess is ``s = TTFT(1)/target``;
@@ -263,7 +264,7 @@ def probe_ladder(design: Mapping[str, Any], model: str, workload: str, options: 
     limit = artifact_batch_limit(design, model)
     reserved = ARTIFACT_DECODE_BW_GBPS.get(int(noi), noi)
 
-    def sim(step: str, *, limit_on: bool, mac: float, attention: bool, resv: bool, pscale: float = 1.0):
+    def sim(*, limit_on: bool, mac: float, attention: bool, resv: bool, pscale: float = 1.0):
         over: dict[str, Any] = {}
         if limit_on and limit is not None:
             over["max_batches"] = int(limit)
@@ -292,10 +293,10 @@ def probe_ladder(design: Mapping[str, Any], model: str, workload: str, options: 
     ladder.append(("reserved", dict(limit_on=True, mac=0.5, attention=has_attention, resv=True)))
     steps = []
     for key, kw in ladder:
-        tp, tt = sim(key, **kw)
+        tp, tt = sim(**kw)
         steps.append((key, tp, tt))
     last_kw = ladder[-1][1]
-    tries = calibrate(lambda s: sim("prefill_fit", **last_kw, pscale=s), published_ttft_s, steps[-1][1:])
+    tries = calibrate(lambda s: sim(**last_kw, pscale=s), published_ttft_s, steps[-1][1:])
     s, tp, tt = tries[-1]
     if s != 1.0:
         steps.append(("prefill_fit", tp, tt))

@@ -95,8 +95,8 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         # Measured: how evenly each placement loads the HBM ports, and how many requests it completes.
         r_cp, r_o = res[d, o, "cp"], res[d, o, other]
         name = "RR" if other == "rr" else other
-        return (f"HBM port utilisation max/mean CP {hbm_port_util(r_cp)} vs {name} {hbm_port_util(r_o)} (CP's family groups stream "
-                f"each family through its own HBMs only, see below); completed requests CP "
+        return (f"HBM port utilisation max/mean CP {hbm_port_util(r_cp)} vs {name} {hbm_port_util(r_o)} (CP's family "
+                f"groups stream each family through its own HBMs only, see below); completed requests CP "
                 f"{r_cp.completed_requests} / {name} {r_o.completed_requests}" + (f" in {h:g} s" if short else ""))
 
     cp_b = [ours[d, "bstar", "cp"] for d in dss]  # NaN where a short run produced no token
@@ -135,7 +135,6 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
             a, b = ours[d, o, "cp"], arti[d, o, "cp"]
             cmt = ""
             if math.isfinite(a) and math.isfinite(b) and abs(a / b - 1) > 0.25:
-                r_cp, r_rr = res[d, o, "cp"], res[d, o, "rr"]
                 cmt = _cause(d, o, "cp", "rr") + "; " + _mechanism(d, o, "rr")
             rows.append(Row(f"CP vs RR, {DS_LABEL[d]} {OBJ_LABEL[o]} {lab} (artifact Fig. 10 data)", b, a, "x", cmt))
 

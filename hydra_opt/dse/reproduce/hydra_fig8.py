@@ -227,15 +227,9 @@ def compare_artifact(model_key: str, workload: str, *, n_designs: int, horizon_s
     ob, om = bstar_mt(ours_tp_a, ours_tt_a, np.ones(len(chosen), dtype=bool))
     ratio = ours_tp_a / sub_tp
     ladder = None
-    if probe:
-        from hydra_opt.evaluate import SimOptions
-
-        sim = dict(spec.simulate_options or {})
-        if sim.pop("preset", None) == "paper":
-            sim["horizon_s"] = float(horizon_s)
-            i = chosen[sm]
-            ladder = probe_ladder(pts[i].design, model, workload, SimOptions.paper(**sim),
-                                  published_ttft_s=float(ptt[i]))
+    if probe and ev.sim_options is not None and ev.sim_options.paper_preset:
+        i = chosen[sm]
+        ladder = probe_ladder(pts[i].design, model, workload, ev.sim_options, published_ttft_s=float(ptt[i]))
     log(f"[hydra_fig8] artifact {model} {workload}: {len(chosen)} of {len(pts)} published front designs "
         f"simulated in {wall:.1f} s")
     return dict(
@@ -291,8 +285,8 @@ def _ladder_summary(lads: list[dict[str, Any]]) -> str:
 
     return (f"Last step of the ladder vs the published throughput: on the {len(off)} published M_T designs hydra_opt "
             f"simulates more than 25 % away from their published value it lands at {span(off)}; on the {len(ok)} that "
-            f"already agree within 25 % at {span(ok)}. The ladder is a measurement of the long-prompt offsets (the published "
-            "TTFT pins how slow the artifact's prefill pass is), not an emulation of the artifact: where the "
+            f"already agree within 25 % at {span(ok)}. The ladder is a measurement of the long-prompt offsets (the "
+            "published TTFT pins how slow the artifact's prefill pass is), not an emulation of the artifact: where the "
             "artifact's rules added here slow our run more than the published numbers show, the last step lands "
             "below 1.")
 

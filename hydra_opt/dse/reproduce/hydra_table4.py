@@ -77,7 +77,8 @@ def pick_designs(est: dict[str, dict[str, np.ndarray]], targets: list[list[str]]
     return {" + ".join(t): int(np.argmax(target_logscores(est, t, objective))) for t in targets}
 
 
-def near_ties(est: dict[str, dict[str, np.ndarray]], target: list[str], objective: str, tol: float = 0.05) -> np.ndarray:
+def near_ties(est: dict[str, dict[str, np.ndarray]], target: list[str], objective: str,
+              tol: float = 0.05) -> np.ndarray:
     """Designs whose target score (geometric mean) is within ``tol`` of the best: picks the estimator can hardly
     tell apart, so a different tool (or the paper) may pick any of them."""
     logs = target_logscores(est, target, objective)
@@ -155,6 +156,10 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
     # offered load whatever the design): its B* score is then decided by TTFTs near zero, and M_T ties.
     tp_all = {mk: [sims[i, mk][0] for i in {i for o in picks for i in picks[o].values()}] for mk in keys}
     bound = {mk: bool(v) and min(v) > 0 and max(v) / min(v) - 1 < 0.005 for mk, v in tp_all.items()}
+
+    def _pick_ttfts(mk: str, o: str) -> list[float]:
+        return [sims[i, mk][1] for i in set(picks[o].values())]
+
     def _arbitrary(target: str) -> str:
         # A single-model target that is arrival-bound cannot rank designs in simulation: its pick is whatever the
         # estimator's ranking puts first, and says nothing about the other models.
@@ -168,9 +173,8 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
     def _ttft_decided(mk: str) -> str:
         # Measured: when the B* picks' throughputs on a model are close but their TTFTs are not, TP/TTFT is set by
         # the TTFT spread (milliseconds on a fast model), so a small TTFT difference moves the entry a lot.
-        vals = [sims[i, mk] for i in set(picks["bstar"].values())]
-        tps = [v[0] for v in vals if v[0] > 0]
-        tts = [v[1] for v in vals if v[1] > 0 and math.isfinite(v[1])]
+        tps = [t for t in (sims[i, mk][0] for i in set(picks["bstar"].values())) if t > 0]
+        tts = [t for t in _pick_ttfts(mk, "bstar") if t > 0 and math.isfinite(t)]
         if not tps or not tts:
             return ""
         r_tp, r_tt = max(tps) / min(tps), max(tts) / min(tts)
@@ -223,7 +227,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
                            f"{est_norm[o, tname, mk]:.2f} estimated on {mk}; the paper's Table IV designs are not "
                            "published, so the picks can differ")
                     if bound[mk]:
-                        ttfts = [sims[i, mk][1] for i in set(picks[o].values())]
+                        ttfts = _pick_ttfts(mk, o)
                         cmt += (f"; measured: {mk} is arrival-bound on this replay — every pick simulates at "
                                 f"{min(tp_all[mk]):.0f}–{max(tp_all[mk]):.0f} tok/s, so its "
                                 + ("B* score is decided by TTFTs of "
@@ -271,7 +275,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
             if "worst-case" in item:
                 cmt += f"; the worst model is {worst} ({g('bstar', all3, worst):.2f} of its best)"
                 if bound[worst]:
-                    ttfts = [sims[i, worst][1] for i in set(picks["bstar"].values())]
+                    ttfts = _pick_ttfts(worst, "bstar")
                     cmt += (f", arrival-bound: every pick serves it at {min(tp_all[worst]):.0f} tok/s and B* is set by "
                             f"TTFTs of {min(ttfts):.3f}–{max(ttfts):.3f} s")
                 else:
@@ -296,8 +300,9 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
         f"`{wl_name}`. Space: `{full.name}` ({len(full):,} designs; static batching and scheduling, CP placement)"
         + (f", quick mode keeps every {k}-th composition ({len(designs):,} designs)" if k > 1 else "")
         + ". **Estimated**: every design × model by the vectorised estimator (paper-preset placement, TTFT from batch "
-        f"start, the simulations' {opts.n_requests or 'all'} requests, horizon and throughput window); each DSE target picks B* (max TP/TTFT among designs above each target model's mean estimated TP) "
-        "and M_T (max TP) by the geometric mean of per-model normalised scores. **Simulated**: every pick on every "
+        f"start, the simulations' {opts.n_requests or 'all'} requests, horizon and throughput window); each DSE "
+        "target picks B* (max TP/TTFT among designs above each target model's mean estimated TP) and M_T (max TP) "
+        "by the geometric mean of per-model normalised scores. **Simulated**: every pick on every "
         f"model, `SimOptions.paper(horizon_s={h:g})`, seed {seed}; the rows below are the simulated values normalised "
         "to the best simulated result on that model among all picks (the paper normalises to the best result per "
         "workload; a diagonal entry below 1.00 means the estimator's single-model pick was not the simulated best)."
