@@ -126,8 +126,10 @@ def run(args: argparse.Namespace) -> int:
     units = [(m, METRICS[m].unit) for m in metrics]
     storage_shown = redact_url(args.storage or spec.storage)
     budget = n_trials if n_trials is not None else spec.n_trials
+    goal = (f"exhaustive sweep (simulate: {spec.exhaustive.simulate})" if spec.exhaustive is not None
+            else f"budget {budget} finished trials")
     if not args.quiet:
-        print(f"study {args.study_name or spec.name!r} on {storage_shown}: budget {budget} finished trials, "
+        print(f"study {args.study_name or spec.name!r} on {storage_shown}: {goal}, "
               f"{workers} worker(s), sampler {spec.sampler.cls.__name__}, space {spec.space.name} "
               f"({spec.space.size():,} designs)", flush=True)
 
@@ -177,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
     wall = time.perf_counter() - t_start
     print()
-    print(f"finished trials: {summary.finished} of budget {budget} ({summary.finished - summary.finished_before} "
+    of = "in the sweep" if spec.exhaustive is not None else f"of budget {budget}"
+    print(f"finished trials: {summary.finished} {of} ({summary.finished - summary.finished_before} "
           f"this run) | COMPLETE {summary.complete} ({summary.simulated} simulated) | pruned {summary.pruned - summary.infeasible} | "
           f"infeasible {summary.infeasible} | failed {summary.failed}")
     print(f"promotion rate: {summary.promotion_rate:.1%} of feasible trials simulated | wall time {wall:.1f} s")

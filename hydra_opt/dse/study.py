@@ -43,8 +43,10 @@ from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_obj
 from hydra_opt.dse.plan import PLANS, design_features, plan_next
 from hydra_opt.dse.pruner import Promotion, PromotionPruner, estimate_vector
 from hydra_opt.dse.samplers import CONSTRAINTS_ATTR, SamplerSpec, make_sampler, worker_seed
-from hydra_opt.dse.search_space import SearchSpace, load_search_space, parse_search_space
+from hydra_opt.dse.search_space import SearchSpace, design_key, load_search_space, parse_search_space
 from hydra_opt.dse.storages import StorageOptions, check_url, make_storage, redact_url, sqlite_url_for
+from hydra_opt.dse.exhaustive import run_exhaustive, run_sweep_worker
+from hydra_opt.dse.sweep import SweepSpec, parse_sweep
 
 __all__ = [
     "StudySpec",
@@ -112,6 +114,8 @@ class StudySpec:
         estimate_options: ``options=`` for the estimator.
         simulate_options: ``options=`` for the simulator.
         evaluator: ``"module:callable"`` building the evaluator (default: the real estimator + simulator).
+        exhaustive: The ``exhaustive:`` block: the study is a sweep of a fixed design list
+            (:mod:`hydra_opt.dse.sweep`) instead of a sampled search; None for a search.
     """
 
     name: str
@@ -133,6 +137,7 @@ class StudySpec:
     estimate_options: Mapping[str, Any] | None = None
     simulate_options: Mapping[str, Any] | None = None
     evaluator: str = ""
+    exhaustive: SweepSpec | None = None
 
     @property
     def pair_keys(self) -> list[str]:
@@ -175,11 +180,6 @@ class StudySpec:
             raise ConfigError("did not return an evaluator (design/load/feasibility/estimate/simulate)",
                               file=self.file, key="evaluator", value=self.evaluator)
         return evaluator
-
-
-def design_key(design: Mapping[str, Any]) -> str:
-    """A short stable hash of a design dict (identical designs share it)."""
-    return hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 # -- parsing ---------------------------------------------------------------------------------------------------
@@ -257,7 +257,13 @@ def parse_study_spec(root: Node) -> StudySpec:
     if sampler.needs_static_space and space.encoding == "conditional" and not space.encoding_explicit:
         # Samplers that model a fixed space cannot use conditional (dynamic-range) parameters well.
         space = space.with_encoding("stick_breaking")
-    if sampler.is_grid:
+    sweep = parse_sweep(root.get("exhaustive")) if root.has("exhaustive") else None
+    if sweep is not None:
+        for key in ("sampler", "pruner"):
+            if root.has(key):
+                raise root.error("does not apply to an exhaustive sweep (it simulates a fixed design list; "
+                                 "drop the key)", key=key, value=root.get(key).data)
+    if sampler.is_grid or sweep is not None:
         space = space.with_encoding("enumerated")
 
     pruner = PrunerSpec()
@@ -308,6 +314,12 @@ def parse_study_spec(root: Node) -> StudySpec:
                                   f"{PLAN_POOL_MAX:,} (use plan_pool: estimated)", file=root.file,
                                   key="budget.plan_pool", value=plan_pool)
         bn.done(["n_trials", "timeout_s", "max_simulations", "plan", "plan_pool"])
+        if sweep is not None and (set(bn.data) - {"timeout_s"}):
+            raise ConfigError("an exhaustive sweep's trials are its designs (exhaustive.simulate): only "
+                              "budget.timeout_s applies", file=root.file, key="budget",
+                              value=sorted(set(bn.data) - {"timeout_s"}))
+    if sweep is not None:
+        n_trials = None
 
     stem = Path(root.file).stem
     if root.has("storage"):
@@ -337,14 +349,14 @@ def parse_study_spec(root: Node) -> StudySpec:
     root.done(
         ["kind", "name", "description", "model", "models", "workload", "workloads", "pairs", "search_space",
          "objectives", "sampler", "pruner", "budget", "storage", "artifacts", "seed", "estimate", "simulate",
-         "evaluator"]
+         "evaluator", "exhaustive"]
     )
     return StudySpec(
         name=name, file=root.file, pairs=tuple(pairs), space=space, objectives=objectives, sampler=sampler,
         pruner=pruner, n_trials=n_trials, timeout_s=timeout_s, max_simulations=max_simulations, plan=plan, plan_pool=plan_pool,
         storage=storage, artifact_dir=artifact_dir,
         seed=seed, sim_seed=sim_seed, estimate_options=est_opts, simulate_options=sim_opts or None,
-        evaluator=evaluator,
+        evaluator=evaluator, exhaustive=sweep,
     )
 
 
@@ -573,6 +585,9 @@ def apply_options(spec: StudySpec, opts: RunOptions) -> StudySpec:
     if opts.study_name:
         changes["name"] = opts.study_name
     if opts.n_trials is not None:
+        if spec.exhaustive is not None:
+            raise ConfigError("does not apply to an exhaustive sweep (its trials are the designs of "
+                              "exhaustive.simulate)", file="<cli>", key="--n-trials", value=opts.n_trials)
         changes["n_trials"] = opts.n_trials
     if opts.timeout_s is not None:
         changes["timeout_s"] = opts.timeout_s
@@ -700,8 +715,6 @@ class _PoolRow:
 
 def _space_pool(spec: StudySpec, objective: DseObjective) -> list[tuple[str, dict, dict, np.ndarray]]:
     """``(design key, design, params, estimates)`` of every feasible, finitely estimated design of the space."""
-    from hydra_opt.dse.exhaustive import run_exhaustive
-
     items = list(spec.space.enumerate_params())
     res = run_exhaustive([d for d, _ in items], spec.pairs, spec.objectives, objective.evaluator, simulate=0)
     est = np.column_stack([res.est[m] for m in objective.metrics])
@@ -784,6 +797,12 @@ def run_worker(
 ) -> None:
     """One worker: run trials on the shared study until the total budget or the timeout is reached."""
     evaluator = evaluator or spec.make_evaluator()
+    if spec.exhaustive is not None:
+        # A sweep: trials come only from its queue (no sampler proposes designs); see dse/sweep.py.
+        study = open_study(spec, sampler=optuna.samplers.RandomSampler(spec.seed), storage_options=storage_options)
+        run_sweep_worker(study, spec, evaluator, storage_options=storage_options,
+                         on_trial=None if on_trial is None else (lambda s, t: on_trial(s, t, None)))
+        return
     seed = worker_seed(spec.seed, worker_index, n_existing)
     sampler = make_sampler(spec.sampler, seed=seed, grid=spec.space.grid() if spec.sampler.is_grid else None)
     from hydra_opt.dse.fault import PerTrialSeedSampler
