@@ -15,6 +15,7 @@ evaluator accepts has one and an ``accuracy_cost`` objective never fails mid-stu
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -49,8 +50,8 @@ class Evaluator(Protocol):
     def design(self, design: Mapping[str, Any]) -> Any:
         """Build the design object from a design dict (raises ``ConfigError`` for a malformed dict)."""
 
-    def load(self, model: str, workload: str) -> tuple[Any, Any]:
-        """Load a (model, workload) pair by name or path."""
+    def load(self, model: Any, workload: Any) -> tuple[Any, Any]:
+        """Load a (model, workload) pair: names or paths, or objects a Python caller built."""
 
     def feasibility(self, design: Any, model: Any) -> list[str]:
         """Reasons the design cannot serve the model (empty = feasible); never raises for a bad design."""
@@ -82,12 +83,17 @@ class HydraEvaluator:
     """The real evaluator (estimator + simulator of :mod:`hydra_opt.evaluate`).
 
     Attributes:
-        estimate_options: Passed as ``options=`` to ``estimate``.
-        simulate_options: Passed as ``options=`` to ``simulate``.
+        estimate_options: ``options=`` of ``estimate``: an ``EstimatorOptions`` or a study file's ``estimate:``
+            mapping (None: defaults). A mapping shares the run settings the simulator options set
+            (``n_requests``, ``horizon_s``, ``warmup_frac``, ``ttft_from``, ``precision``) unless it gives them;
+            an ``EstimatorOptions`` object is used as given.
+        simulate_options: ``options=`` of ``simulate``: a ``SimOptions`` or a study file's ``simulate:`` mapping
+            (``preset: paper`` starts from ``SimOptions.paper()``; None: defaults).
+        file: File name for error messages.
     """
 
-    estimate_options: Mapping[str, Any] | None = None
-    simulate_options: Mapping[str, Any] | None = None
+    estimate_options: Any = None
+    simulate_options: Any = None
     file: str = "<study>"
     _cache: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, repr=False)
     _sim_opts: Any = field(default=None, repr=False)
@@ -98,6 +104,9 @@ class HydraEvaluator:
         from hydra_opt.evaluate.estimator import EstimatorOptions
 
         self._sim_opts = _options(SimOptions, self.simulate_options, self.file, "simulate")
+        if isinstance(self.estimate_options, EstimatorOptions):
+            self._est_opts = self.estimate_options
+            return
         est = dict(self.estimate_options or {})
         # The estimate must describe the run the simulator performs: share the common settings unless given.
         if self._sim_opts is not None:
@@ -116,12 +125,16 @@ class HydraEvaluator:
 
         return DesignPoint.from_dict(dict(design))
 
-    def load(self, model: str, workload: str) -> tuple[Any, Any]:
-        key = (model, workload)
-        if key not in self._cache:
-            from hydra_opt.workload.models import load_model
-            from hydra_opt.workload.workload import load_workload
+    def load(self, model: Any, workload: Any) -> tuple[Any, Any]:
+        """Load a (model, workload) pair: names or paths are read (once), ``Model``/``Workload`` objects pass."""
+        from hydra_opt.workload.models import load_model
+        from hydra_opt.workload.workload import load_workload
 
+        if not isinstance(model, (str, os.PathLike)) or not isinstance(workload, (str, os.PathLike)):
+            m = load_model(model) if isinstance(model, (str, os.PathLike)) else model
+            return m, load_workload(workload) if isinstance(workload, (str, os.PathLike)) else workload
+        key = (str(model), str(workload))
+        if key not in self._cache:
             self._cache[key] = (load_model(model), load_workload(workload))
         return self._cache[key]
 
@@ -160,12 +173,15 @@ class HydraEvaluator:
 _SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision")
 
 
-def _options(cls: Any, data: Mapping[str, Any] | None, file: str, key: str) -> Any:
-    """An options dataclass from a study's mapping; ``preset: paper`` starts from ``cls.paper()``."""
+def _options(cls: Any, data: Any, file: str, key: str) -> Any:
+    """An options dataclass from a study's mapping (``preset: paper`` starts from ``cls.paper()``), or ``data``
+    itself when it already is one."""
     import dataclasses
 
     from hydra_opt.config import ConfigError
 
+    if isinstance(data, cls):
+        return data
     if not data:
         return None
     data = dict(data)
