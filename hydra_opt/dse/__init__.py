@@ -1,7 +1,7 @@
 """dse layer: the Optuna plugin (the only package that imports optuna).
 
 Search spaces (YAML or Python → Optuna distributions → design dicts), objectives, the objective
-(:class:`DseObjective`: estimate → promote → simulate), the promotion pruner, samplers by name, storages by URL,
+(:class:`~hydra_opt.dse.objective.DseObjective`: estimate → promote → simulate), the promotion pruner, samplers by name, storages by URL,
 the study runner, artifacts, reports and the exhaustive mode. See ``docs/dse.md``.
 
 Python use::

@@ -80,7 +80,7 @@ def numeric_dict(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 
 @dataclass
 class HydraEvaluator:
-    """The real evaluator (estimator + simulator of :mod:`hydra_opt.evaluate`).
+    """The real evaluator (estimator + simulator of ``hydra_opt.evaluate``).
 
     Attributes:
         estimate_options: ``options=`` of ``estimate``: an ``EstimatorOptions`` or a study file's ``estimate:``
@@ -117,7 +117,7 @@ class HydraEvaluator:
 
     @property
     def sim_options(self) -> Any:
-        """The ``SimOptions`` :attr:`simulate_options` resolves to (``preset: paper`` applied; None: defaults)."""
+        """The ``SimOptions`` ``simulate_options`` resolves to (``preset: paper`` applied; None: defaults)."""
         return self._sim_opts
 
     def design(self, design: Mapping[str, Any]) -> Any:

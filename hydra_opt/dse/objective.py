@@ -37,9 +37,9 @@ from hydra_opt.dse.spec import PrunerSpec, StudySpec, design_key, load_study_spe
 
 __all__ = ["DseObjective", "TrialReport", "BudgetReached", "FINISHED_STATES", "PLAN_ATTR"]
 
-#: States that count toward the budget (FAIL does not: a failed trial is retried or replaced).
+#: States that count toward the budget. FAIL does not, as a failed trial is retried or replaced.
 FINISHED_STATES: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
-#: Trial user attribute set on a trial the calibrated simulation plan enqueued (its value: the plan's reason).
+#: Trial user attribute set on a trial the calibrated simulation plan enqueued; its value is the plan's reason.
 PLAN_ATTR = "planned"
 
 
@@ -188,7 +188,7 @@ class DseObjective:
         Raises:
             ConfigError: An invalid search space, objectives mapping, model or workload (located).
             ValueError: Neither or both of (``model``, ``workload``) and ``pairs``; no search space; a pruner
-                that does not match the objectives.
+              that does not match the objectives.
         """
         if pairs is None:
             if model is None or workload is None:

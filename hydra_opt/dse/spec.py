@@ -129,7 +129,7 @@ class StudySpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def make_evaluator(self) -> Evaluator:
-        """The evaluator named by ``evaluator`` (default :class:`HydraEvaluator`)."""
+        """The evaluator named by ``evaluator`` (default :class:`~hydra_opt.dse.evaluators.HydraEvaluator`)."""
         if not self.evaluator:
             return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file)
         mod, _, attr = self.evaluator.partition(":")
