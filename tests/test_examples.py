@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,3 +84,20 @@ def test_promotion_pruner(capsys: pytest.CaptureFixture[str]) -> None:
     assert "dominated" in reasons, "after the warm-up the pruner keeps some trials from simulation"
     simulated = sum("sim_wall_s" in t.user_attrs for t in study.trials)
     assert f"simulated {simulated} of 10 trials" in out and simulated < 10
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/dse.md"])
+def test_python_api_snippet_in_docs_runs(doc: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    section = text[text.index("## Python API"):]
+    code = section[section.index("```python") + len("```python"):]
+    code = code[:code.index("```")]
+    assert "sqlite:///mine.db" in code and "n_trials=" in code
+    code = code.replace("sqlite:///mine.db", f"sqlite:///{tmp_path / 'mine.db'}")
+    code = re.sub(r"n_trials=\d+", "n_trials=2", code)
+    monkeypatch.chdir(ROOT)  # the snippets name files relative to the repository root
+    scope: dict = {}
+    exec(compile(code, doc, "exec"), scope)
+    study = scope["study"]
+    assert len(study.trials) == 2 and (tmp_path / "mine.db").exists()
+    assert study.trials[0].user_attrs["promotion"] == "warmup" and study.trials[0].state == TrialState.COMPLETE
