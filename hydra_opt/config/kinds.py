@@ -27,7 +27,7 @@ __all__ = ["FOLDER_KINDS", "KINDS", "detect_kind", "loader_for", "register_kind"
 
 #: kind -> "module:function" loader.
 KINDS: dict[str, str] = {
-    "design": "hydra_opt.system.design:validate_design_file",
+    "design": "hydra_opt.system.feasibility:validate_design_file",
     "chiplet_library": "hydra_opt.hardware.chiplets:validate_library_file",
     "memory": "hydra_opt.hardware.memory:validate_memory_file",
     "search_space": "hydra_opt.dse.search_space:load_search_space",
