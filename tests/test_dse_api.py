@@ -201,3 +201,16 @@ def test_top_level_names_are_lazy() -> None:
             "print(sorted(set(hydra_opt.__all__) - set(d.__all__)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "['__version__']"
+
+
+def test_study_module_still_offers_the_former_names() -> None:
+    import hydra_opt.dse.study as study_mod
+    from hydra_opt.dse import callbacks, objective, runner, spec
+
+    former = ["StudySpec", "PrunerSpec", "RunOptions", "RunSummary", "DseObjective", "load_study_spec",
+              "parse_study_spec", "run_study", "open_study", "load_study_by_name", "design_key", "FINISHED_STATES",
+              "SPEC_ATTR", "TrialReport", "apply_options", "count_finished", "summarize", "run_worker"]
+    for name in former:
+        assert name in study_mod.__all__
+        home = next(m for m in (spec, objective, callbacks, runner) if name in m.__all__)
+        assert getattr(study_mod, name) is getattr(home, name)
