@@ -1,8 +1,8 @@
 """dse layer: the Optuna plugin (the only package that imports optuna).
 
 Search spaces (YAML or Python → Optuna distributions → design dicts), objectives, the objective
-(:class:`~hydra_opt.dse.objective.DseObjective`: estimate → promote → simulate), the promotion pruner, samplers by name, storages by URL,
-the study runner, artifacts, reports and the exhaustive mode. See ``docs/dse.md``.
+(:class:`~hydra_opt.dse.objective.DseObjective`: estimate → promote → simulate), the promotion pruner, samplers
+by name, storages by URL, the study runner, artifacts, reports and the exhaustive mode. See ``docs/dse.md``.
 
 Python use::
 

@@ -218,9 +218,12 @@ class DseObjective:
         """Display names with units (``["throughput [tok/s]", "TTFT [s]"]``; for ``study.set_metric_names``)."""
         return list(self.spec.objectives.metric_names)
 
-    def _label(self, study: optuna.Study) -> None:
-        """Name the objectives of a study created outside the runner (metric names, the ``hydra_opt_metrics``
-        attribute reports read), once per study."""
+    def _check_study(self, study: optuna.Study) -> None:
+        """Refuse a study with other directions; name the objectives of a study created outside the runner
+        (metric names, the ``hydra_opt_metrics`` attribute reports read), once per study."""
+        if len(study.directions) != len(self.metrics):
+            raise ValueError(f"the study has {len(study.directions)} direction(s); this objective returns "
+                             f"{len(self.metrics)} values {self.metrics}: create it with directions={self.directions}")
         if study.study_name in self._labelled:
             return
         if not study.user_attrs.get("hydra_opt_metrics"):
@@ -259,12 +262,8 @@ class DseObjective:
             optuna.TrialPruned: The design is infeasible, not promoted, or its values are not finite.
             ValueError: The study's directions do not match the objectives.
         """
-        if len(trial.study.directions) != len(self.metrics):
-            raise ValueError(f"the study has {len(trial.study.directions)} direction(s); this objective returns "
-                             f"{len(self.metrics)} values {self.metrics}: create it with "
-                             f"directions={self.directions}")
+        self._check_study(trial.study)
         self._check_budget(trial)
-        self._label(trial.study)
         spec = self.spec
         design_dict = spec.space.suggest(trial)
         key = design_key(design_dict)
