@@ -215,3 +215,15 @@ def test_study_module_still_offers_the_former_names() -> None:
         assert name in study_mod.__all__
         home = next(m for m in (spec, objective, callbacks, runner) if name in m.__all__)
         assert getattr(study_mod, name) is getattr(home, name)
+
+
+def test_several_pairs_aggregate_as_the_objectives_say() -> None:
+    worst = {"objectives": ["throughput_tok_s", "ttft_s"], "aggregate": "worst"}
+    objective = DseObjective.from_objects(pairs=[("m1", "w1"), ("m2", "w2")], search_space=SPACE, pruner=False,
+                                          objectives=worst, evaluator=FakeEvaluator())
+    assert objective.spec.pair_keys == ["m1/w1", "m2/w2"]
+    study = _optimize(objective, 6)
+    t = next(t for t in study.trials if "est_pairs" in t.user_attrs)
+    per_pair = t.user_attrs["est_pairs"]
+    assert set(per_pair) == {"m1/w1", "m2/w2"}
+    assert t.user_attrs["est_throughput_tok_s"] == min(p["throughput_tok_s"] for p in per_pair.values())

@@ -9,7 +9,8 @@ Python use::
     import optuna
     from hydra_opt.dse import DseObjective, PromotionPruner
 
-    objective = DseObjective.from_objects("llama-3-8b", "chat", "search_spaces/quickstart.yaml")
+    objective = DseObjective.from_objects("llama-3-8b", "studies/workloads/quickstart-chat.yaml",
+                                          "search_spaces/quickstart.yaml")
     study = optuna.create_study(directions=objective.directions,
                                 pruner=PromotionPruner(objective.metrics, n_warmup_trials=4))
     study.optimize(objective, n_trials=12)
