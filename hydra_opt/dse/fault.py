@@ -37,10 +37,11 @@ from typing import Any
 
 import numpy as np
 import optuna
-from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
+
+from hydra_opt.dse.samplers import WrappedSampler
 
 __all__ = [
     "FINISHED",
@@ -120,7 +121,7 @@ def reseed_sampler(sampler: BaseSampler, seed: int) -> int:
     return len(states)
 
 
-class PerTrialSeedSampler(BaseSampler):
+class PerTrialSeedSampler(WrappedSampler):
     """Wrap a sampler so every trial samples from a random stream fixed by ``(seed, trial number)``.
 
     Args:
@@ -129,38 +130,14 @@ class PerTrialSeedSampler(BaseSampler):
     """
 
     def __init__(self, inner: BaseSampler, seed: int) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._seed = int(seed)
-
-    @property
-    def inner(self) -> BaseSampler:
-        return self._inner
-
-    def __getattr__(self, name: str) -> Any:  # GridSampler.is_exhausted etc.
-        if name in ("_inner", "_seed"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         # Optuna calls this in study.ask() after the storage assigned the (unique) trial number and before any
         # sampling, so the whole trial's proposals come from its own stream.
         reseed_sampler(self._inner, trial_seed(self._seed, trial.number))
         self._inner.before_trial(study, trial)
-
-    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return self._inner.infer_relative_search_space(study, trial)
-
-    def sample_relative(self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        return self._inner.sample_relative(study, trial, search_space)
-
-    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution) -> Any:
-        return self._inner.sample_independent(study, trial, param_name, param_distribution)
-
-    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
-        self._inner.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self._inner.reseed_rng()
 
 
 # -- storages ------------------------------------------------------------------------------------------------
