@@ -33,7 +33,7 @@ from hydra_opt.dse.search_space import design_key
 from hydra_opt.dse.storages import StorageOptions
 
 if TYPE_CHECKING:
-    from hydra_opt.dse.study import StudySpec
+    from hydra_opt.dse.spec import StudySpec
 
 __all__ = ["ExhaustiveResult", "choose", "estimate_designs", "run_exhaustive", "run_sweep_worker", "recovery",
            "screen", "sweep_table"]
