@@ -1,22 +1,20 @@
-"""Single-design fast path of the estimator: :func:`core.solve` for one design in Python floats.
+"""The estimator's solver: one design → :class:`Estimate` (HYDRA §V), at chiplet-type level in Python floats.
 
-``estimate()`` prices one design at a time (the DSE's inner loop), where numpy's per-call overhead on arrays of a
-few elements dominated (issue 5 "Speed": ≤ 2 ms per design). This module runs *the same arithmetic* as
-``core.design_inputs`` + ``core.solve`` + ``core._to_estimate`` with ``D = 1``, operation for operation, so the
-results are bit-for-bit those of the reference path (``tests/test_estimator_speedpath.py`` compares the two over
-all three models, both batchings and every scheduler). What changes is only how the work is organised:
+The single implementation of the model: ``estimate()`` calls it for one design and the vectorised path
+(``vectorised.space_arrays``) for every distinct design of a space. (Until issue 16 step 3 an array solver over
+designs, ``core.solve``, was kept bit-equal to this one by a test; this is the arithmetic of that solver with
+``D = 1``, so results are unchanged, see ``benchmarks/results/estimator_solver.md``.) How the work is organised:
 
 * **Type level, not station level.** Every station of one chiplet type carries identical block times, so the
   per-type columns (priced once through ``opcost`` in ``core.type_table``) are cached per (prepared workload,
-  chiplet types, batching, batch, bandwidth) and the ``(blocks, stations)`` matrices are never built. The LPT
-  mapping Ω (HYDRA Eqs. 4–5) picks the least-loaded station inside each type, with the same first-index
-  tie-breaking as ``capacities.assign_blocks``.
-* **Scalars in Python floats.** numpy's reductions are reproduced exactly (:func:`_pw` is numpy's pairwise sum,
-  :func:`_interp1` its ``interp`` formula); element-wise IEEE operations are the same in both.
-* **The static batch sequence** (``fluid.batch_sequence``) keeps its ``(time grid)`` vectors in numpy but finds
-  each batch's free slot with a forward pointer (the expected live batches only grow during a sweep), and skips
-  the vector work before a batch's prefill completes (its contribution is zero there).
-* **Designs the fast path does not cover** (no compute chiplet) go through the reference path.
+  chiplet types, batching, batch, bandwidth) and ``(blocks, stations)`` matrices are never built. The LPT mapping Ω
+  (HYDRA Eqs. 4–5) picks the least-loaded station inside each type, with the first-index tie-breaking of
+  ``capacities.assign_blocks``.
+* **Scalars in Python floats**, with numpy's reductions reproduced exactly (:func:`pairwise_sum` is numpy's
+  pairwise sum, :func:`interp_scalar` its ``interp`` formula), so the float path equals numpy's array arithmetic.
+* **The static batch sequence** keeps its ``(time grid)`` vectors in numpy but finds each batch's free slot with a
+  forward pointer (the expected live batches only grow during a sweep), and skips the vector work before a
+  batch's prefill completes (its contribution is zero there).
 """
 
 from __future__ import annotations
@@ -34,10 +32,10 @@ try:  # numpy's compiled interp: np.interp minus its Python-level argument check
 except ImportError:  # pragma: no cover - older numpy layout
     _vinterp = np.interp
 
-__all__ = ["estimate_one", "pairwise_sum", "interp_scalar"]
+__all__ = ["estimate", "estimate_one", "pairwise_sum", "interp_scalar"]
 
 _INF = float("inf")
-_TOKEN_BUDGET = 8192.0  # core.design_inputs' token budget of a continuous pass
+_TOKEN_BUDGET = 8192.0  # tokens of one continuous-batching pass
 
 
 def pairwise_sum(xs: list[float]) -> float:
@@ -148,7 +146,7 @@ def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> tup
     """Per chiplet type: (pre, dec, pre_ref, dec_ref, dec1, pre1) per block, inf where the type is ineligible;
     and the LPT block orders of the prefill and decode reference columns.
 
-    The eligibility rule is ``core.design_inputs``': a family's blocks run in a phase on the types built for it,
+    The eligibility rule: a family's blocks run in a phase on the types built for it,
     else on the types of that family, else anywhere.
     """
     elig = []
@@ -187,7 +185,7 @@ def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> tup
 
 
 def _family_sums(prep, ex: dict, table, tkey) -> dict:
-    """Per-family memory bytes of one table (``per_block[fams == f].sum()`` as ``core.design_inputs`` sums)."""
+    """Per-family memory bytes of one table (``per_block[fams == f].sum()``, numpy's sum)."""
 
     def make():
         fams = np.array(prep.families)
@@ -200,7 +198,7 @@ def _family_sums(prep, ex: dict, table, tkey) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The design (core.design_inputs at chiplet-type level)
+# The design's inputs at chiplet-type level
 
 
 def _concurrency(prep, ex: dict, n_mem: int, capacity_bytes: float, batching: str) -> float:
@@ -287,7 +285,7 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Solver (core.solve with D = 1)
+# Solver
 
 
 def _lpt_order(ref: list[list[float]], nb: int) -> list[int]:
@@ -408,7 +406,7 @@ def _mva(demands: list[list[float]], m_max: int, rows_needed: tuple[int, int]):
 
 def _service_rates(curve: list[float], n_adm: int, u: float, bsz: float, m: float, x_hbm: float, admits: float,
                    mu_max: float) -> list[float]:
-    """μ(n) of the occupancy chain, n = 1..N (``core.solve``'s construction, in floats).
+    """μ(n) of the occupancy chain, n = 1..N, in floats.
 
     ``n·u/B`` batches in flight run at the MVA curve (``core._interp_curve``: ``np.interp`` for one state, else
     ``a + w(b − a)`` between the bracketing integers), below one batch at the one-batch rate scaled down; capped by
@@ -779,13 +777,23 @@ def _static_ttft(seq, b_f, a0, lam_raw, r_adm, pre_sum, feasible, t0, t1, horizo
 
 
 def estimate_one(design, prep: core.Prepared, opts: EstimatorOptions, library=None) -> Estimate:
-    """The estimate of one design: the reference path's result (``core.solve``), computed at type level."""
-    lib = library or core._library()
-    try:
-        di = _design(design, prep, opts, lib)
-        if di is not None:
-            return _solve(di, prep, opts)
-    except (ArithmeticError, ValueError):  # a degenerate design (e.g. NaN rates): numpy semantics decide
-        pass
-    inp = core.design_inputs(design, prep, opts, library=lib)
-    return core._to_estimate(core.solve(inp, prep, opts, sparse=True), inp, prep, 0)
+    """The estimate of one design on a prepared workload."""
+    di = _design(design, prep, opts, library or core._library())
+    if di is None:
+        raise ValueError("the design has no compute chiplet")
+    return _solve(di, prep, opts)
+
+
+def estimate(design, model, workload, *, options: EstimatorOptions | None = None) -> Estimate:
+    """Estimate throughput, TTFT and TPOT of one design serving ``workload`` with ``model`` (HYDRA §V).
+
+    Args:
+        design: A ``hydra_opt.system.design.DesignPoint`` (or a design YAML path).
+        model: A ``hydra_opt.workload.models.Model`` (or a name/path).
+        workload: A ``hydra_opt.workload.workload.Workload`` (or a name/path).
+        options: :class:`EstimatorOptions`.
+    """
+    opts = options or EstimatorOptions()
+    design, model, workload = core.resolve(design, model, workload)
+    prep = core.prepare(model, workload, options=opts, precision=opts.precision or getattr(design, "precision", None))
+    return estimate_one(design, prep, opts)
