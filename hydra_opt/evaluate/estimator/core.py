@@ -80,13 +80,29 @@ class Prepared:
         return len(self.families)
 
 
+try:  # the ufunc scipy.stats.binom.sf evaluates, without importing scipy.stats (see _binom_sf)
+    from scipy.special._ufuncs import _binom_sf as _BINOM_SF
+except ImportError:  # pragma: no cover - another scipy layout: the public route below
+    _BINOM_SF = None
+
+
+def _binom_sf(k: np.ndarray, n: int, p: np.ndarray) -> np.ndarray:
+    """``scipy.stats.binom.sf(k, n, p)`` for integer ``0 ≤ k < n`` and ``p`` in [0, 1]: the same values bit for bit
+    (checked over 675k points), without importing ``scipy.stats`` — that import was ≈ 90 % of a cold first
+    estimate (2–5 s on the loaded test machine, against 0.3 s for ``scipy.special``, now imported with this
+    module)."""
+    if _BINOM_SF is None:  # pragma: no cover
+        from scipy.stats import binom
+
+        return binom.sf(k, n, p)
+    return _BINOM_SF(np.floor(np.asarray(k, dtype=np.float64)), n, p)
+
+
 def _order_stats(steps: np.ndarray, b: int) -> np.ndarray:
     """E[a-th largest of ``b`` i.i.d. draws from the empirical distribution of ``steps``], a = 1..b.
 
     ``E[L_a] = Σ_{k≥1} P(#{S_i ≥ k} ≥ a)``, summed exactly over the empirical support.
     """
-    from scipy.stats import binom
-
     s = np.sort(np.asarray(steps, dtype=np.float64))
     vals = np.unique(s)
     vals = vals[vals > 0]
@@ -96,7 +112,7 @@ def _order_stats(steps: np.ndarray, b: int) -> np.ndarray:
     widths = np.diff(np.concatenate([[0.0], vals]))
     p_ge = 1.0 - np.searchsorted(s, vals, side="left") / s.size
     a = np.arange(1, b + 1)
-    tail = binom.sf(a[:, None] - 1, b, p_ge[None, :])  # P(Bin ≥ a)
+    tail = _binom_sf(a[:, None] - 1, b, p_ge[None, :])  # P(Bin ≥ a)
     return (tail * widths[None, :]).sum(axis=1)
 
 
