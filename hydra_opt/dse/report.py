@@ -26,6 +26,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from hydra_opt.config import ConfigError
+from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_reason
 
 __all__ = [
     "FrontRow",
@@ -38,6 +39,9 @@ __all__ = [
     "export_design",
     "trials_frame",
     "design_label",
+    "log_axis",
+    "reasons_lines",
+    "study_title",
 ]
 
 
@@ -213,6 +217,7 @@ def trials_frame(study: optuna.Study):
             "feasible": _feasible(t) and "infeasible" not in t.user_attrs,
             "infeasible": "; ".join(t.user_attrs.get("infeasible", [])),
         }
+        rec["outcome"], rec["reason"] = trial_reason(t)
         for m in metrics:
             rec[f"est_{m}"] = t.user_attrs.get(f"est_{m}")
             rec[f"sim_{m}"] = t.user_attrs.get(f"sim_{m}")
@@ -244,12 +249,39 @@ def write_report(study: optuna.Study, out_dir: str | Path) -> dict[str, Path]:
           **{f"est_{m}": v for m, v in zip(metrics, r.est)}, "design": design_label(r.design)} for r in rows]
     )
     front.to_csv(paths["front"], index=False)
-    _plots(df, rows, facts, metrics, names, paths)
+    _plots(df, rows, facts, metrics, names, paths, study_title(study))
     _summary(study, df, rows, facts, metrics, names, paths)
     return paths
 
 
-def _plots(df, rows, facts, metrics, names, paths) -> None:
+def study_title(study: optuna.Study) -> str:
+    """``model on workload: objective vs objective`` (pairs from the study's ``hydra_opt_pairs`` attribute)."""
+    pairs = []
+    for key in study.user_attrs.get("hydra_opt_pairs") or []:
+        model, _, workload = str(key).partition("/")
+        pairs.append(f"{_short_ref(model)} on {_short_ref(workload)}")
+    what = ", ".join(pairs[:3]) + (f" (+{len(pairs) - 3} pairs)" if len(pairs) > 3 else "")
+    names = list(study.metric_names or _metrics(study))
+    return f"{study.study_name}: {what or 'study'} — {' vs '.join(names)}"
+
+
+def _short_ref(ref: str) -> str:
+    """A model/workload name, or the stem of a file path."""
+    return Path(ref).stem if ref.endswith((".yaml", ".yml", ".csv", ".jsonl", ".json")) else ref
+
+
+#: A positive axis whose values span at least this max/min ratio is drawn logarithmic.
+LOG_AXIS_RATIO = 20.0
+
+
+def log_axis(*columns: Any) -> bool:
+    """Whether the values of ``columns`` (together) are positive and span >= :data:`LOG_AXIS_RATIO`."""
+    vals = np.concatenate([np.asarray(c, dtype=float).ravel() for c in columns]) if columns else np.zeros(0)
+    vals = vals[np.isfinite(vals)]
+    return bool(vals.size >= 2 and vals.min() > 0 and vals.max() / vals.min() >= LOG_AXIS_RATIO)
+
+
+def _plots(df, rows, facts, metrics, names, paths, title: str = "") -> None:
     if len(metrics) < 2:
         paths["html"].write_text("<p>single-objective study: no Pareto plot</p>", encoding="utf-8")
         return
@@ -276,9 +308,15 @@ def _plots(df, rows, facts, metrics, names, paths) -> None:
                                  name="B*" if key == "bstar" else "M_T", text=["B*" if key == "bstar" else "M_T"],
                                  textposition="top center", marker=dict(symbol=sym, size=18, color="gold",
                                                                         line=dict(color="black", width=1))))
-    fig.update_layout(title="Pareto front: estimated vs simulated", xaxis_title=names[0], yaxis_title=names[1],
-                      template="plotly_white")
-    fig.write_html(str(paths["html"]), include_plotlyjs="cdn")
+    logx = log_axis(est[f"est_{mx}"], sim[f"sim_{mx}"])
+    logy = log_axis(est[f"est_{my}"], sim[f"sim_{my}"])
+    fig.update_layout(title=f"{title}<br><sup>Pareto front: estimated vs simulated</sup>", xaxis_title=names[0],
+                      yaxis_title=names[1], template="plotly_white")
+    fig.update_xaxes(type="log" if logx else "linear", tickformat=".4~g")
+    fig.update_yaxes(type="log" if logy else "linear", tickformat=".4~g")
+    fig.update_traces(hovertemplate="%{text}<br>%{x:.4~g}, %{y:.4~g}<extra>%{fullData.name}</extra>")
+    # plotly.js embedded (≈4.6 MB): the report opens offline and from an archive.
+    fig.write_html(str(paths["html"]), include_plotlyjs=True)
 
     import matplotlib
 
@@ -296,11 +334,23 @@ def _plots(df, rows, facts, metrics, names, paths) -> None:
             ax.scatter(row[f"sim_{mx}"], row[f"sim_{my}"], s=220, marker=mk, c="gold", edgecolors="k", label=lab, zorder=5)
     ax.set_xlabel(names[0])
     ax.set_ylabel(names[1])
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(f"{title}\nPareto front: estimated vs simulated", fontsize=9, wrap=True)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     figm.tight_layout()
     figm.savefig(paths["png"])
     plt.close(figm)
+
+
+def reasons_lines(study: optuna.Study) -> list[str]:
+    """Finished trials counted by outcome, with the top reasons of those not simulated (``hydra_opt.dse.reasons``)."""
+    counts = count_reasons(study.get_trials(deepcopy=False))
+    head = ", ".join(f"{c.outcome} {c.count}" for c in counts) or "no finished trial"
+    return [f"trials by outcome: {head}", *format_reasons(counts)]
 
 
 def _summary(study, df, rows, facts, metrics, names, paths) -> None:
@@ -317,6 +367,12 @@ def _summary(study, df, rows, facts, metrics, names, paths) -> None:
         f"- infeasible (PRUNED with constraint > 0): {infeasible}",
         f"- promotion rate: {simulated / feasible_finished:.1%} of feasible finished trials simulated ({simulated} simulations)" if feasible_finished else "- promotion rate: n/a",
         f"- objectives: {', '.join(names)}",
+        "",
+        "## Trials by outcome (why a trial was not simulated)",
+        "",
+        "```",
+        *reasons_lines(study),
+        "```",
         "",
         "## Pareto front (simulated)",
         "",

@@ -44,7 +44,14 @@ from hydra_opt.dse.plan import PLANS, design_features, plan_next
 from hydra_opt.dse.pruner import Promotion, PromotionPruner, estimate_vector
 from hydra_opt.dse.samplers import CONSTRAINTS_ATTR, SamplerSpec, make_sampler, worker_seed
 from hydra_opt.dse.search_space import SearchSpace, load_search_space, parse_search_space
-from hydra_opt.dse.storages import StorageOptions, check_url, make_storage, redact_url, sqlite_url_for
+from hydra_opt.dse.storages import (
+    StorageOptions,
+    check_url,
+    make_storage,
+    redact_url,
+    require_existing,
+    sqlite_url_for,
+)
 
 __all__ = [
     "StudySpec",
@@ -621,9 +628,12 @@ def open_study(spec: StudySpec, *, sampler: optuna.samplers.BaseSampler | None =
 def load_study_by_name(storage_url: str, name: str | None) -> optuna.Study:
     """Load an existing study (the only one in the storage when ``name`` is None)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    require_existing(storage_url)  # a read: never create an empty storage for a mistyped URL
     storage = make_storage(storage_url, StorageOptions(heartbeat_interval_s=0))
     names = optuna.study.get_all_study_names(storage)
     if name is None:
+        if not names:
+            raise ConfigError("holds no study", file="<cli>", key="--storage", value=redact_url(storage_url))
         if len(names) != 1:
             raise ConfigError(f"is required: the storage holds {len(names)} studies ({', '.join(names[:10])})",
                               file="<cli>", key="--study-name")
@@ -856,11 +866,13 @@ def run_study(
     evaluator: Evaluator | None = None,
     on_trial: Callable[[optuna.Study, FrozenTrial, TrialReport | None], None] | None = None,
     poll: Callable[[optuna.Study], None] | None = None,
+    on_start: Callable[[optuna.Study], None] | None = None,
 ) -> tuple[optuna.Study, RunSummary]:
     """Run (or resume) a study with ``opts.workers`` local workers; returns the study and a summary.
 
     With one worker everything runs in this process and ``on_trial`` is called after each trial. With several,
     worker processes are spawned on the same storage and ``poll(study)`` is called about once a second.
+    ``on_start(study)`` is called once everything is validated and the study is open (before any trial).
     """
     spec = apply_options(spec, opts)
     t0 = time.perf_counter()
@@ -875,6 +887,8 @@ def run_study(
             raise ConfigError(f"yields designs the system layer rejects ({exc.key}: {exc.problem})",
                               file=spec.space.file, key="chiplets" if exc.key and "chiplet" in exc.key else None) from None
     study = open_study(spec, storage_options=opts.storage_options)
+    if on_start is not None:
+        on_start(study)
     before = count_finished(study)
     n_existing = len(study.get_trials(deepcopy=False))
     if opts.workers <= 1:
