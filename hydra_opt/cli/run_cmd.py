@@ -94,7 +94,7 @@ def _trial_line(number: int, user_attrs: dict, values: list[float] | None, metri
             out.append("-" if v is None else f"{v:.4g} {unit}".strip())
         return ", ".join(out)
 
-    label = design_label(user_attrs.get("design"))
+    label = design_label(user_attrs.get("design"))  # the label (older studies: the dict)
     if outcome == "infeasible":
         return f"trial {number:5d} {'infeasible':<18s} {reason}  {label}"
     dup = user_attrs.get("duplicate_of")
@@ -178,7 +178,7 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     from hydra_opt.dse.objectives import METRICS
     from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_reason
-    from hydra_opt.dse.report import format_front_table
+    from hydra_opt.dse.report import format_front_table, publish_to_dashboard
     from hydra_opt.dse.storages import redact_url
     from hydra_opt.dse.study import FINISHED_STATES, RunOptions, load_study_spec, run_study
 
@@ -241,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     wall = time.perf_counter() - t_start
+    publish_to_dashboard(study)  # study note (reasons, front) and the titled Pareto plot
     print()
     print(f"finished trials: {summary.finished} of budget {budget} ({summary.finished - summary.finished_before} "
           f"this run) | COMPLETE {summary.complete} ({summary.simulated} simulated) | pruned {summary.pruned - summary.infeasible} | "

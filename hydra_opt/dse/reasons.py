@@ -31,6 +31,7 @@ __all__ = [
     "count_reasons",
     "format_reasons",
     "note_markdown",
+    "save_trial_note",
     "trial_reason",
 ]
 
@@ -123,3 +124,13 @@ def note_markdown(outcome: str, reasons: list[str], *, detail: str = "") -> str:
     }.get(outcome, f"**{outcome}**:")
     body = "\n".join(f"- {r}" for r in reasons)
     return f"{head}\n\n{body}\n" + (f"\n{detail}\n" if detail else "")
+
+
+def save_trial_note(trial: object, body: str) -> None:
+    """Attach ``body`` as the trial's optuna-dashboard note (shown wrapped on the trial page); no-op without the
+    optuna-dashboard package."""
+    try:
+        from optuna_dashboard import save_note
+    except ImportError:  # pragma: no cover - optuna-dashboard is a dependency; the note is a convenience
+        return
+    save_note(trial, body)
