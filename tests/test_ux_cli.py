@@ -158,3 +158,29 @@ def test_log_axis_only_when_values_span_decades() -> None:
     from hydra_opt.dse.report import log_axis
 
     assert log_axis([0.01, 0.5], [3.0]) and not log_axis([0.4, 2.0]) and not log_axis([-1.0, 100.0])
+
+
+def test_validate_checks_what_run_checks_and_reports_every_bad_file(tmp_path: Path, capsys) -> None:
+    quick = yaml.safe_load((ROOT / "studies" / "quickstart.yaml").read_text())
+    quick["search_space"] = str(ROOT / "search_spaces" / "quickstart.yaml")
+    quick["objectives"] = str(ROOT / "objectives" / "throughput_ttft.yaml")
+    quick["workload"] = str(ROOT / "studies" / "workloads" / "quickstart-chat.yaml")
+    (tmp_path / "trace-wl.yaml").write_text(yaml.safe_dump(
+        {"name": "t", "lengths": {"trace": str(tmp_path / "absent.csv")}, "n_requests": 4}))
+    files = {}
+    for name, change in (("good", {}), ("model", {"model": "no-such-model"}),
+                         ("workload", {"workload": str(tmp_path / "absent.yaml")}),
+                         ("trace", {"workload": str(tmp_path / "trace-wl.yaml")}),
+                         ("mamba", {"model": "mamba2-2.7b"})):
+        files[name] = tmp_path / f"{name}.yaml"
+        files[name].write_text(yaml.safe_dump({**quick, "name": name, **change}))
+    code, out, err = cli(capsys, "validate", *map(str, files.values()))
+    assert code == 2
+    assert out.splitlines() == [f"ok: {files['good']} (study)"]
+    lines = err.splitlines()
+    assert len(lines) == 4 and all(line.startswith("hydra_opt: error: ") for line in lines)
+    assert "no-such-model" in lines[0] and "absent.yaml: does not exist" in lines[1]
+    assert "trace-wl.yaml: lengths.trace: " in lines[2] and lines[2].endswith("does not exist")
+    assert "every design checked is infeasible" in lines[3] and "no chiplet can run mamba blocks" in lines[3]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*(f"{n}.yaml" for n in files), "trace-wl.yaml"]), \
+        "validate writes nothing (no storage, no artifacts)"
