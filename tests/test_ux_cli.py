@@ -184,3 +184,16 @@ def test_validate_checks_what_run_checks_and_reports_every_bad_file(tmp_path: Pa
     assert "every design checked is infeasible" in lines[3] and "no chiplet can run mamba blocks" in lines[3]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*(f"{n}.yaml" for n in files), "trace-wl.yaml"]), \
         "validate writes nothing (no storage, no artifacts)"
+
+
+def test_tpot_and_energy_have_one_unit_in_simulate_and_estimate(capsys) -> None:
+    """docs/metrics.md "Units": TPOT in s and energy in J/token, in both tools (simulate printed ms and mJ)."""
+    design = str(ROOT / "studies" / "designs" / "fig10-nemotron-h-4b-chat-mt-cp.yaml")
+    common = ["--design", design, "--model", "nemotron-h-4b", "--workload", "chat"]
+    code, sim, err = cli(capsys, "simulate", *common, "--requests", "8")
+    assert code == 0, err
+    code, est, err = cli(capsys, "estimate", *common)
+    assert code == 0, err
+    for text in (sim, est):
+        assert re.search(r"^TPOT +mean +\d+\.\d+ s\b", text, re.M), text
+    assert " ms" not in sim and "mJ" not in sim and re.search(r"\(\d[\d.e-]* J/token\)", sim)
