@@ -197,3 +197,18 @@ def test_tpot_and_energy_have_one_unit_in_simulate_and_estimate(capsys) -> None:
     for text in (sim, est):
         assert re.search(r"^TPOT +mean +\d+\.\d+ s\b", text, re.M), text
     assert " ms" not in sim and "mJ" not in sim and re.search(r"\(\d[\d.e-]* J/token\)", sim)
+
+
+def test_list_chiplets_sorted_with_units_and_models_with_aliases(capsys) -> None:
+    code, out, _ = cli(capsys, "list", "chiplets")
+    assert code == 0
+    rows = [line for line in out.splitlines()[2:] if line.strip()]
+    names = [r.split()[0] for r in rows]
+    assert names == sorted(names) and {"tscs_p", "tscs_d", "marca_p", "dynacore"} <= set(names)
+    tscs = next(r for r in rows if r.startswith("tscs_p "))
+    assert re.search(r"GHz .* TMAC/s .* MiB .* mm2  TSTC-style", tscs), "units and the description"
+    code, out, _ = cli(capsys, "list", "models")
+    assert re.search(r"^aliases: .*mamba2-2\.8b = mamba2-2\.7b", out, re.M)
+    from hydra_opt.workload.models import ALIASES, load_model
+
+    assert all(load_model(a).name == load_model(n).name for a, n in ALIASES.items()), "listed aliases load"
