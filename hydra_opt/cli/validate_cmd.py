@@ -45,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
     """Validate every file; each bad one gets its one-line error; exit 2 if any is bad."""
     from hydra_opt.config import ConfigError
     from hydra_opt.config.errors import EXIT_USAGE
+    from hydra_opt.config.kinds import register_kind
 
+    # Paper-experiment inputs are not a product kind: their loader sits with the reproduction (report --reproduce).
+    register_kind("paper_experiment", "hydra_opt.cli.report_cmd:load_paper_experiment_file")
     bad = 0
     for f in args.files:
         try:
