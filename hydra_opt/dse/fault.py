@@ -396,9 +396,12 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 def sigterm_as_interrupt() -> None:
     """Make SIGTERM (batch schedulers, ``kill``) stop this process like Ctrl-C: the running trial ends FAIL
-    through Optuna's normal path (nothing half-written) and a re-run resumes. Main thread only."""
+    through Optuna's normal path (nothing half-written) and a re-run resumes; SIGINT inherited as ignored (a
+    background job of a shell, a worker of such a launcher) is made Ctrl-C again. Main thread only."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupt)
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def ignore_further_interrupts() -> None:
