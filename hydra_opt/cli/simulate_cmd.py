@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=None, help="use only the first N requests")
     p.add_argument("--seed", type=int, default=0, help="request-stream seed (default 0)")
     p.add_argument("--paper", action="store_true", help="the HYDRA artifact's setup (docs/simulator.md)")
-    p.add_argument("--batching", choices=("static", "continuous"), default=None, help="override the design's")
+    p.add_argument("--batching", choices=("static", "continuous", "chunked"), default=None, help="override the design's")
     p.add_argument("--scheduler", choices=("static", "fcfs", "worksteal", "elastic"), default=None)
     p.add_argument("--placement", choices=("cp", "rr", "random"), default=None)
     p.add_argument("--max-batch", type=int, default=None, help="override the design's maximum batch")

@@ -201,7 +201,7 @@ class HydraEvaluator:
 
 
 #: Settings that describe the evaluated run itself and must agree between estimator and simulator.
-_SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision")
+_SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision", "token_budget")
 
 
 def _options(cls: Any, data: Mapping[str, Any] | None, file: str, key: str) -> Any:
