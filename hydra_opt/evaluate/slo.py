@@ -158,8 +158,9 @@ def capacity_search(
     Bracketing: from ``start_req_s`` multiply by ``factor`` while attained (or divide while not) until the outcome
     flips or ``max_steps`` steps were taken; then geometric bisection of ``[lo attained, hi not]`` until
     ``hi/lo − 1 ≤ tolerance``. At most ``max_runs`` evaluations (each rate is evaluated once). Static batching can
-    also miss the SLO at *low* rates (a batch waits to fill): when the start is not attained and halving does not
-    help, the search tries higher rates too, so it finds the upper edge of the attained band.
+    also miss the SLO at *low* rates (a batch waits to fill): when the start is not attained the search tries
+    lower and higher rates alternately (``start/f, start·f, start/f², ...``), so it finds the upper edge of the
+    first attained band it meets.
     """
     if not (start_req_s > 0 and math.isfinite(start_req_s)):
         raise ValueError(f"start_req_s must be a positive finite rate, got {start_req_s!r}")
@@ -179,6 +180,27 @@ def capacity_search(
     lo, hi = 0.0, math.inf
     if ok(start_req_s):
         lo = start_req_s
+    else:
+        # Not attained at the start: overload (lower rates help) or, with static batching, batch formation (higher
+        # rates help). Try both sides alternately, nearest first, until a rate is attained.
+        hi = start_req_s
+        for k in range(1, max_steps + 1):
+            if not budget():
+                break
+            down = start_req_s / factor**k
+            if ok(down):
+                lo = down
+                hi = start_req_s / factor ** (k - 1)
+                break
+            if not budget():
+                break
+            up = start_req_s * factor**k
+            if ok(up):
+                lo, hi = up, math.inf
+                break
+        if lo == 0.0:
+            hi = min(r for r, _ in runs)
+    if lo > 0 and math.isinf(hi):  # attained: raise the rate until it is not
         for _ in range(max_steps):
             if not budget():
                 break
@@ -188,37 +210,6 @@ def capacity_search(
             else:
                 hi = r
                 break
-    else:
-        hi = start_req_s
-        down = start_req_s
-        for _ in range(max_steps):
-            if not budget():
-                break
-            down /= factor
-            if ok(down):
-                lo = down
-                break
-            hi = down
-        if lo == 0.0:  # not attained below the start: look above it (a band that static batching can make)
-            up = start_req_s
-            for _ in range(max_steps // 2):
-                if not budget():
-                    break
-                up *= factor
-                if ok(up):
-                    lo, hi = up, math.inf
-                    for _ in range(max_steps):
-                        if not budget():
-                            break
-                        r = lo * factor
-                        if ok(r):
-                            lo = r
-                        else:
-                            hi = r
-                            break
-                    break
-            if lo == 0.0:
-                hi = min(r for r, _ in runs)
     while lo > 0 and math.isfinite(hi) and hi / lo - 1.0 > tolerance and budget():
         mid = math.sqrt(lo * hi)
         if ok(mid):

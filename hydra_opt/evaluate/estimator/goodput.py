@@ -30,10 +30,14 @@ def _attainment(ttft_mean_s: float, det_s: float, tpot_s: float, slo: Slo) -> fl
 
 
 def estimated_slo(est: Estimate, slo: Slo = DEFAULT_SLO) -> dict[str, float]:
-    """``slo_attainment`` (fraction) and ``goodput_tok_s`` (throughput × attainment, tokens/s) of one estimate."""
-    det = float(est.diagnostics.get("prefill_latency_s", est.ttft_mean_s))
-    a = _attainment(float(est.ttft_mean_s), det, float(est.tpot_mean_s), slo)
-    return {"slo_attainment": a, "goodput_tok_s": float(est.throughput_tok_s) * a}
+    """``slo_attainment`` (fraction), ``goodput_tok_s`` (throughput × attainment, tokens/s) and ``ttft_p90_s`` (the
+    same TTFT model's 90th percentile, ``d + ln 10·(m − d)``, s) of one estimate."""
+    m = float(est.ttft_mean_s)
+    det = float(est.diagnostics.get("prefill_latency_s", m))
+    a = _attainment(m, det, float(est.tpot_mean_s), slo)
+    d = min(max(det, 0.0), m) if math.isfinite(det) else m
+    p90 = d + math.log(10.0) * (m - d) if math.isfinite(m) else math.inf
+    return {"slo_attainment": a, "goodput_tok_s": float(est.throughput_tok_s) * a, "ttft_p90_s": p90}
 
 
 def estimated_capacity(
