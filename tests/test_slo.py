@@ -50,6 +50,11 @@ def test_scaled_requests_are_common_random_numbers():
     gaps0, gaps1 = np.diff(req.arrival_s), np.diff(s.arrival_s)
     np.testing.assert_allclose(gaps1 / gaps0, gaps1[0] / gaps0[0])  # one factor stretches every gap
     np.testing.assert_array_equal(s.prompt_tokens, req.prompt_tokens)
+    # A fixed arrival window keeps the requests arriving within it: twice the rate, about twice the requests.
+    w1, w2 = scaled_requests(req, 10.0, window_s=2.0), scaled_requests(req, 20.0, window_s=2.0)
+    assert w1.arrival_s[-1] - w1.arrival_s[0] <= 2.0 and w2.arrival_s[-1] - w2.arrival_s[0] <= 2.0
+    assert 1.5 <= w2.arrival_s.size / w1.arrival_s.size <= 2.5
+    np.testing.assert_array_equal(w2.prompt_tokens, req.prompt_tokens[: w2.arrival_s.size])  # a prefix: CRN
 
 
 # -- attainment and goodput of one simulated run --------------------------------------------------------------------
@@ -96,12 +101,12 @@ def _md1_capacity(slo_ttft: float, target: float, d: float) -> float:
     return lo
 
 
-def _sim_capacity(n: int, slo: Slo, seed: int = 1) -> tuple[float, object]:
+def _sim_capacity(n: int, slo: Slo, seed: int = 1, window_s: float | None = None) -> tuple[float, object]:
     rng = np.random.default_rng(seed)
     base = Requests(np.cumsum(rng.exponential(1.0, n)), np.ones(n, dtype=np.int64), np.ones(n, dtype=np.int64))
 
     def attainment(rate: float) -> float:
-        s = scaled_requests(base, rate)
+        s = scaled_requests(base, rate, window_s=window_s)
         res = run_system(single_chiplet_system(), one_block_model(service_s=D), s.arrival_s, s.prompt_tokens,
                          s.output_tokens, SimOptions(max_batches=1), batching="continuous", max_batch=1)
         return slo_metrics(res, slo)["slo_attainment"]
@@ -131,6 +136,14 @@ def test_single_chiplet_capacity_is_its_service_rate_plus_the_finite_run_backlog
     got, _ = _sim_capacity(n, slo, seed=2)
     want = 1.0 / (1.0 - slo.ttft_s / (0.91 * n * D)) / D
     assert got == pytest.approx(want, rel=0.02), (got * D, want * D)
+
+
+def test_a_fixed_arrival_window_bounds_the_hidden_overload():
+    # Runs of fixed arrival duration T: above μ the wait grows as t·(λ/μ − 1), so 90 % of the measured requests
+    # meet s when λ/μ = 1 + s / (0.91·T) (1.11 for s = 3 s, T = 30 s), whatever the stream's length.
+    slo = Slo(ttft_s=300 * D, tpot_s=1.0, attainment=0.9)
+    got, _ = _sim_capacity(6000, slo, seed=3, window_s=30.0)
+    assert got * D == pytest.approx(1.0 + slo.ttft_s / (0.91 * 30.0), rel=0.02)
 
 
 # -- configuration ----------------------------------------------------------------------------------------------------

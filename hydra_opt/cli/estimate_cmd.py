@@ -52,13 +52,14 @@ def run(args: argparse.Namespace) -> int:
     d = est.to_dict()
     d["wall_s"] = wall
     d["estimator"] = "roofline" if args.roofline else "markov_fluid"
-    from hydra_opt.cli.simulate_cmd import _slo_lines, slo_of
+    from hydra_opt.cli.simulate_cmd import _slo_lines, capacity_window, slo_of
     from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
 
     slo = slo_of(args)
     extra = {"slo": slo.to_dict(), **estimated_slo(est, slo)}
     if args.capacity:
-        extra.update(estimated_capacity(design, model, workload, options=opts, slo=slo).to_dict())
+        extra.update(estimated_capacity(design, model, workload, options=opts, slo=slo,
+                                        window_s=capacity_window(args)).to_dict())
     d.update(extra)
     if args.json:
         print(json.dumps(d, indent=1, sort_keys=True))

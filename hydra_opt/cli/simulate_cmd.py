@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 
-__all__ = ["register", "run", "add_slo_args", "slo_of"]
+__all__ = ["register", "run", "add_slo_args", "slo_of", "capacity_window"]
 
 
 def add_slo_args(p: argparse.ArgumentParser) -> None:
@@ -18,6 +18,19 @@ def add_slo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--capacity", action="store_true",
                    help="also search capacity_req_s: the largest request rate at which the SLO is attained "
                    "(docs/metrics.md; several runs)")
+    p.add_argument("--capacity-window", type=float, default=None, metavar="S",
+                   help="capacity runs replay only the requests arriving within S seconds at each rate "
+                   "(a fixed-duration run; default: every request)")
+
+
+def capacity_window(args: argparse.Namespace) -> float | None:
+    """``--capacity-window`` checked (ConfigError unless a positive finite number of seconds)."""
+    from hydra_opt.config.errors import ConfigError
+
+    w = args.capacity_window
+    if w is not None and not (w > 0 and math.isfinite(w)):
+        raise ConfigError("must be a positive number of seconds", file="<cli>", key="--capacity-window", value=w)
+    return w
 
 
 def slo_of(args: argparse.Namespace):
@@ -103,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     extra = {"slo": slo.to_dict(), **slo_metrics(res, slo)}
     if args.capacity:
         extra.update(simulated_capacity(args.design, args.model, args.workload, seed=args.seed, options=opt,
-                                        slo=slo).to_dict())
+                                        slo=slo, window_s=capacity_window(args)).to_dict())
     if args.trace_out:
         res.write_trace(args.trace_out)
     if args.link_heatmap:

@@ -155,7 +155,7 @@ class HydraEvaluator:
         out = estimated_slo(est, self._slo())
         if self.capacity is not None:
             c = estimated_capacity(design, model, self._capacity_workload(workload), options=self._est_opts,
-                                   slo=self._slo(), tolerance=self.capacity.tolerance)
+                                   slo=self._slo(), tolerance=self.capacity.tolerance, window_s=self.capacity.window_s)
             out.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
         return out
 
@@ -186,11 +186,12 @@ class HydraEvaluator:
             from hydra_opt.evaluate.estimator.goodput import estimated_capacity
 
             cw = self._capacity_workload(workload)
+            window = self.capacity.window_s
             start = estimated_capacity(design, model, cw, options=self._est_opts, slo=self._slo(),
-                                       tolerance=self.capacity.tolerance).capacity_req_s
+                                       tolerance=self.capacity.tolerance, window_s=window).capacity_req_s
             c = simulated_capacity(design, model, cw, seed=seed, options=self._sim_opts, slo=self._slo(),
                                    tolerance=self.capacity.tolerance, max_runs=self.capacity.max_runs,
-                                   start_req_s=start if start > 0 else None)
+                                   start_req_s=start if start > 0 else None, window_s=window)
             metrics.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
         return SimOutcome(metrics, res)
 

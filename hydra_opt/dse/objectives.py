@@ -105,13 +105,18 @@ class CapacitySettings:
     Attributes:
         tolerance: Relative width of the final rate bracket (0.02 = 2 %).
         max_runs: Most simulations per capacity search (the estimator's search is not bounded by it).
-        requests: Requests replayed at each rate (None: the workload's). A capacity needs a stream long enough
-            to load the design: many more requests than ``ttft_s`` × the design's request rate.
+        requests: Requests of the base stream (None: the workload's). A capacity needs a stream long enough to
+            load the design: many more requests than ``ttft_s`` × the design's request rate and than its batch
+            slots.
+        window_s: Arrival duration of each run, s: only the base stream's requests arriving within it (scaled to
+            the rate under test) are replayed, so a higher rate is a longer overload, not a shorter burst (None:
+            every request).
     """
 
     tolerance: float = 0.02
     max_runs: int = 10
     requests: int | None = None
+    window_s: float | None = None
 
 
 #: Aggregations over (model, workload) pairs.
@@ -302,8 +307,9 @@ def parse_objectives(root: Node) -> ObjectiveSpec:
             tolerance=cn.get("tolerance", 0.02).number(positive=True, maximum=0.5),
             max_runs=int(cn.get("max_runs", 10).int(minimum=2, maximum=64)),
             requests=int(cn.get("requests").int(minimum=2, maximum=100_000)) if cn.has("requests") else None,
+            window_s=cn.get("window_s").number(positive=True, maximum=1e6) if cn.has("window_s") else None,
         )
-        cn.done(["tolerance", "max_runs", "requests"])
+        cn.done(["tolerance", "max_runs", "requests", "window_s"])
     root.done(["kind", "name", "description", "objectives", "aggregate", "weights", "reference", "constraints", "slo",
                "capacity"])
     return ObjectiveSpec(name, tuple(metrics), how, weights, reference, tuple(constraints), slo, capacity)

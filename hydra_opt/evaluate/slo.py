@@ -99,17 +99,27 @@ def mean_rate_per_s(arrival_s: np.ndarray) -> float:
     return (a.size - 1) / span if span > 0 else math.inf
 
 
-def scaled_requests(requests: Any, rate_per_s: float, *, name: str = "requests") -> _Scaled:
+def scaled_requests(requests: Any, rate_per_s: float, *, name: str = "requests", window_s: float | None = None) -> _Scaled:
     """The same requests at mean rate ``rate_per_s``: inter-arrival times scaled by ``rate₀ / rate`` (common random
-    numbers: every rate replays the same draws, only time is stretched)."""
+    numbers: every rate replays the same draws, only time is stretched).
+
+    Args:
+        requests: The base stream (``arrival_s``, ``prompt_tokens``, ``output_tokens``; at least two arrival times).
+        rate_per_s: Mean rate of the result, req/s (of the whole scaled base stream).
+        name: Label; the result's name carries the rate.
+        window_s: Keep only the requests arriving within this many seconds of the first (at least two): a run of
+            fixed arrival duration, so a higher rate replays more requests and overload builds a backlog instead of
+            a short burst hiding it (None: every request).
+    """
     a = np.asarray(requests.arrival_s, dtype=np.float64)
     base = mean_rate_per_s(a)
     if not math.isfinite(base):
         raise ValueError("a capacity search needs at least two distinct arrival times")
     k = base / float(rate_per_s)
     arr = a[0] + (a - a[0]) * k
-    return _Scaled(f"{name}@{rate_per_s:.6g}req/s", arr, np.asarray(requests.prompt_tokens),
-                   np.asarray(requests.output_tokens))
+    n = arr.size if window_s is None else max(2, int(np.searchsorted(arr, arr[0] + float(window_s), side="right")))
+    return _Scaled(f"{name}@{rate_per_s:.6g}req/s" + ("" if window_s is None else f"/{window_s:g}s"), arr[:n],
+                   np.asarray(requests.prompt_tokens)[:n], np.asarray(requests.output_tokens)[:n])
 
 
 # -- the search -----------------------------------------------------------------------------------------------------

@@ -49,9 +49,11 @@ def estimated_capacity(
     slo: Slo = DEFAULT_SLO,
     tolerance: float = 0.02,
     max_runs: int = 30,
+    window_s: float | None = None,
 ) -> CapacityResult:
     """``capacity_req_s`` estimated: the largest mean rate at which the estimated attainment reaches
-    ``slo.attainment``, over the workload's request stream with scaled inter-arrival times (as the simulator's)."""
+    ``slo.attainment``, over the workload's request stream with scaled inter-arrival times (as the simulator's,
+    ``window_s`` too)."""
     from hydra_opt.evaluate.estimator.core import estimate, resolve
 
     opts = options or EstimatorOptions()
@@ -67,7 +69,7 @@ def estimated_capacity(
     keep = []  # the estimator caches by object id: keep every scaled stream alive during the search
 
     def attainment(rate: float) -> float:
-        s = scaled_requests(req, rate, name=name)
+        s = scaled_requests(req, rate, name=name, window_s=window_s)
         keep.append(s)
         return estimated_slo(estimate(design, model, s, options=run_opts), slo)["slo_attainment"]
 

@@ -62,6 +62,7 @@ def simulated_capacity(
     tolerance: float = 0.02,
     max_runs: int = 14,
     start_req_s: float | None = None,
+    window_s: float | None = None,
     library: Any = None,
 ) -> CapacityResult:
     """``capacity_req_s`` by simulation: the largest mean request rate at which ≥ ``slo.attainment`` of the
@@ -69,7 +70,8 @@ def simulated_capacity(
 
     Every run replays the workload's requests (``seed``, ``options.n_requests``) with inter-arrival times scaled
     to the rate under test (common random numbers) and runs until every request is served (unless
-    ``options.horizon_s`` is set), so the same requests are measured at every rate; the search is
+    ``options.horizon_s`` is set), so the same requests are measured at every rate (with ``window_s``: the
+    requests arriving within ``window_s`` of the first, a fixed-duration run); the search is
     :func:`hydra_opt.evaluate.slo.capacity_search` from ``start_req_s`` (e.g. the estimator's capacity; bracketed
     by factors of 1.25 then) or else the workload's own rate (factors of 2).
     """
@@ -81,7 +83,7 @@ def simulated_capacity(
     run_opt = opt.with_(n_requests=None, arrival_interval_s=None)
 
     def attainment(rate: float) -> float:
-        req = scaled_requests(base, rate, name=name)
+        req = scaled_requests(base, rate, name=name, window_s=window_s)
         res = simulate_design(design, model, req, seed=seed, options=run_opt, library=library)
         a = slo_metrics(res, slo)["slo_attainment"]
         return a if math.isfinite(a) else 0.0
