@@ -10,11 +10,10 @@ dataset × objective (METHODS §2g).
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from pathlib import Path
 
-from hydra_opt.dse.reproduce._hydra_sims import (
+from hydra_opt.experiments._hydra_sims import (
     DS_LABEL,
     OBJ_LABEL,
     bar_chart,
@@ -27,10 +26,12 @@ from hydra_opt.dse.reproduce._hydra_sims import (
     sim_options,
     safe_ratio,
     finite_extreme,
+    finite_mean as _mean,
     hbm_port_util,
     simulate_cached,
 )
-from hydra_opt.dse.reproduce.common import Row, Section
+from hydra_opt.experiments.common import Row, Section
+from hydra_opt.experiments.paths import ExperimentPaths
 
 __all__ = ["run", "PAPER"]
 
@@ -43,16 +44,12 @@ PAPER = {
 }
 
 
-def _mean(vals: list[float]) -> float:
-    vals = [v for v in vals if math.isfinite(v)]
-    return statistics.fmean(vals) if vals else math.nan
-
-
 def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None = None,
-        horizon_s: float | None = None, spec_path: str | Path | None = None) -> Section:
+        horizon_s: float | None = None, spec_path: str | Path | None = None,
+        paths: ExperimentPaths | None = None) -> Section:
     """Simulate every Fig. 10 design and build the section (``datasets``/``horizon_s`` shrink it for tests)."""
     t0 = time.perf_counter()
-    spec = load_spec("hydra_fig10", spec_path)
+    spec = load_spec("hydra_fig10", spec_path, paths)
     if horizon_s is not None:
         spec["horizon_s"] = horizon_s
     model = spec["model"]

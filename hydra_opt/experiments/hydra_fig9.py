@@ -10,11 +10,10 @@ post-scaled (×1.2 throughput, ×0.56 TTFT in most B* rows; METHODS §2g), ours 
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from pathlib import Path
 
-from hydra_opt.dse.reproduce._hydra_sims import (
+from hydra_opt.experiments._hydra_sims import (
     DS_LABEL,
     OBJ_LABEL,
     bar_chart,
@@ -25,10 +24,12 @@ from hydra_opt.dse.reproduce._hydra_sims import (
     sim_options,
     safe_ratio,
     finite_extreme,
+    finite_mean as _mean,
     hbm_port_util,
     simulate_cached,
 )
-from hydra_opt.dse.reproduce.common import Row, Section
+from hydra_opt.experiments.common import Row, Section
+from hydra_opt.experiments.paths import ExperimentPaths
 
 __all__ = ["run", "PAPER"]
 
@@ -48,18 +49,13 @@ PAPER = {
 VARIANTS = ("RR", "CP", "CP+ET", "CP+ET+DB")
 
 
-def _mean(vals) -> float:
-    vals = [v for v in vals if math.isfinite(v)]
-    return statistics.fmean(vals) if vals else math.nan
-
-
 def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None = None,
         datasets: list[str] | None = None, horizon_s: float | None = None,
-        spec_path: str | Path | None = None) -> Section:
+        spec_path: str | Path | None = None, paths: ExperimentPaths | None = None) -> Section:
     """Simulate baseline + 3 variants per model × dataset × objective and build the section."""
     t0 = time.perf_counter()
     Path(fig_dir).mkdir(parents=True, exist_ok=True)
-    spec = load_spec("hydra_fig9", spec_path)
+    spec = load_spec("hydra_fig9", spec_path, paths)
     if horizon_s is not None:
         spec["horizon_s"] = horizon_s
     h = horizon(spec, quick)
