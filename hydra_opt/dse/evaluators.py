@@ -15,6 +15,7 @@ evaluator accepts has one and an ``accuracy_cost`` objective never fails mid-stu
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -47,8 +48,8 @@ class Evaluator(Protocol):
     def design(self, design: Mapping[str, Any]) -> Any:
         """Build the design object from a design dict (raises ``ConfigError`` for a malformed dict)."""
 
-    def load(self, model: str, workload: str) -> tuple[Any, Any]:
-        """Load a (model, workload) pair by name or path."""
+    def load(self, model: Any, workload: Any) -> tuple[Any, Any]:
+        """Load a (model, workload) pair: names or paths, or objects a Python caller built."""
 
     def feasibility(self, design: Any, model: Any) -> list[str]:
         """Reasons the design cannot serve the model (empty = feasible); never raises for a bad design."""
@@ -77,16 +78,28 @@ def numeric_dict(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 
 @dataclass
 class HydraEvaluator:
-    """The real evaluator (estimator + simulator of :mod:`hydra_opt.evaluate`).
+    """The real evaluator (estimator + simulator of ``hydra_opt.evaluate``).
 
     Attributes:
-        estimate_options: Passed as ``options=`` to ``estimate``.
-        simulate_options: Passed as ``options=`` to ``simulate``.
+        estimate_options: ``options=`` of ``estimate``: an ``EstimatorOptions`` or a study file's ``estimate:``
+            mapping (None: defaults). A mapping shares the run settings the simulator options set
+            (``n_requests``, ``horizon_s``, ``warmup_frac``, ``ttft_from``, ``precision``) unless it gives them;
+            an ``EstimatorOptions`` object is used as given.
+        simulate_options: ``options=`` of ``simulate``: a ``SimOptions`` or a study file's ``simulate:`` mapping
+            (``preset: paper`` starts from ``SimOptions.paper()``; None: defaults).
+        file: File name for error messages.
+        slo: ``hydra_opt.evaluate.slo.Slo`` behind ``goodput_tok_s``/``slo_attainment`` (None: the default SLO);
+            both are added to every estimate and simulation.
+        capacity: ``objectives.CapacitySettings``: when set, ``capacity_req_s`` (and ``capacity_runs``) is added
+            too — by the estimator's search for estimates, by a simulated search started at the estimated capacity
+            for simulations (None: not computed; it costs several simulations).
     """
 
-    estimate_options: Mapping[str, Any] | None = None
-    simulate_options: Mapping[str, Any] | None = None
+    estimate_options: Any = None
+    simulate_options: Any = None
     file: str = "<study>"
+    slo: Any = None
+    capacity: Any = None
     _cache: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, repr=False)
     _sim_opts: Any = field(default=None, repr=False)
     _est_opts: Any = field(default=None, repr=False)
@@ -96,6 +109,9 @@ class HydraEvaluator:
         from hydra_opt.evaluate.estimator import EstimatorOptions
 
         self._sim_opts = _options(SimOptions, self.simulate_options, self.file, "simulate")
+        if isinstance(self.estimate_options, EstimatorOptions):
+            self._est_opts = self.estimate_options
+            return
         est = dict(self.estimate_options or {})
         # The estimate must describe the run the simulator performs: share the common settings unless given.
         if self._sim_opts is not None:
@@ -106,7 +122,7 @@ class HydraEvaluator:
 
     @property
     def sim_options(self) -> Any:
-        """The ``SimOptions`` :attr:`simulate_options` resolves to (``preset: paper`` applied; None: defaults)."""
+        """The ``SimOptions`` ``simulate_options`` resolves to (``preset: paper`` applied; None: defaults)."""
         return self._sim_opts
 
     def design(self, design: Mapping[str, Any]) -> Any:
@@ -114,12 +130,16 @@ class HydraEvaluator:
 
         return DesignPoint.from_dict(dict(design))
 
-    def load(self, model: str, workload: str) -> tuple[Any, Any]:
-        key = (model, workload)
-        if key not in self._cache:
-            from hydra_opt.workload.models import load_model
-            from hydra_opt.workload.workload import load_workload
+    def load(self, model: Any, workload: Any) -> tuple[Any, Any]:
+        """Load a (model, workload) pair: names or paths are read (once), ``Model``/``Workload`` objects pass."""
+        from hydra_opt.workload.models import load_model
+        from hydra_opt.workload.workload import load_workload
 
+        if not isinstance(model, (str, os.PathLike)) or not isinstance(workload, (str, os.PathLike)):
+            m = load_model(model) if isinstance(model, (str, os.PathLike)) else model
+            return m, load_workload(workload) if isinstance(workload, (str, os.PathLike)) else workload
+        key = (str(model), str(workload))
+        if key not in self._cache:
             self._cache[key] = (load_model(model), load_workload(workload))
         return self._cache[key]
 
@@ -132,7 +152,31 @@ class HydraEvaluator:
         from hydra_opt.evaluate.estimator import estimate
 
         est = estimate(design, model, workload, options=self._est_opts)
-        return _metrics_of(est, design, self._precision(self._est_opts))
+        return {**_metrics_of(est, design, self._precision(self._est_opts)), **self._est_slo(est, design, model, workload)}
+
+    def _slo(self) -> Any:
+        from hydra_opt.evaluate.slo import DEFAULT_SLO
+
+        return self.slo or DEFAULT_SLO
+
+    def _est_slo(self, est: Any, design: Any, model: Any, workload: Any) -> dict[str, float]:
+        """SLO metrics of an estimate (capacity by the estimator's search when :attr:`capacity` is set)."""
+        from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
+
+        out = estimated_slo(est, self._slo())
+        if self.capacity is not None:
+            c = estimated_capacity(design, model, self._capacity_workload(workload), options=self._est_opts,
+                                   slo=self._slo(), tolerance=self.capacity.tolerance, window_s=self.capacity.window_s)
+            out.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
+        return out
+
+    def _capacity_workload(self, workload: Any) -> Any:
+        n = getattr(self.capacity, "requests", None)
+        if n is None or not hasattr(workload, "n_requests"):
+            return workload
+        import dataclasses
+
+        return dataclasses.replace(workload, n_requests=int(n), horizon_s=None)
 
     def estimate_many(self, designs: list[Any], model: Any, workload: Any) -> list[dict[str, float]]:
         """Estimates of many designs at once (the estimator's vectorised design-space path)."""
@@ -140,13 +184,27 @@ class HydraEvaluator:
 
         prec = self._precision(self._est_opts)
         results = estimate_space(designs, model, workload, options=self._est_opts)
-        return [_metrics_of(e, d, prec) for e, d in zip(results, designs)]
+        return [{**_metrics_of(e, d, prec), **self._est_slo(e, d, model, workload)} for e, d in zip(results, designs)]
 
     def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> SimOutcome:
         from hydra_opt.evaluate import simulate
 
+        from hydra_opt.evaluate.simulator.goodput import simulated_capacity, slo_metrics
+
         res = simulate(design, model, workload, seed=seed, options=self._sim_opts)
-        return SimOutcome(_metrics_of(res, design, self._precision(self._sim_opts)), res)
+        metrics = {**_metrics_of(res, design, self._precision(self._sim_opts)), **slo_metrics(res, self._slo())}
+        if self.capacity is not None:
+            from hydra_opt.evaluate.estimator.goodput import estimated_capacity
+
+            cw = self._capacity_workload(workload)
+            window = self.capacity.window_s
+            start = estimated_capacity(design, model, cw, options=self._est_opts, slo=self._slo(),
+                                       tolerance=self.capacity.tolerance, window_s=window).capacity_req_s
+            c = simulated_capacity(design, model, cw, seed=seed, options=self._sim_opts, slo=self._slo(),
+                                   tolerance=self.capacity.tolerance, max_runs=self.capacity.max_runs,
+                                   start_req_s=start if start > 0 else None, window_s=window)
+            metrics.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
+        return SimOutcome(metrics, res)
 
     @staticmethod
     def _precision(opts: Any) -> str | None:
@@ -155,15 +213,18 @@ class HydraEvaluator:
 
 
 #: Settings that describe the evaluated run itself and must agree between estimator and simulator.
-_SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision")
+_SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision", "token_budget")
 
 
-def _options(cls: Any, data: Mapping[str, Any] | None, file: str, key: str) -> Any:
-    """An options dataclass from a study's mapping; ``preset: paper`` starts from ``cls.paper()``."""
+def _options(cls: Any, data: Any, file: str, key: str) -> Any:
+    """An options dataclass from a study's mapping (``preset: paper`` starts from ``cls.paper()``), or ``data``
+    itself when it already is one."""
     import dataclasses
 
     from hydra_opt.config import ConfigError
 
+    if isinstance(data, cls):
+        return data
     if not data:
         return None
     data = dict(data)
