@@ -125,6 +125,7 @@ def search(args) -> None:
     from hydra_opt.dse.exhaustive import recovery, run_exhaustive
     from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
     from hydra_opt.dse.search_space import load_search_space
+    from hydra_opt.dse.objective import trial_design
     from hydra_opt.dse.study import RunOptions, load_study_spec, run_study
 
     df, meta = _load_exhaustive(args)
@@ -176,7 +177,7 @@ def search(args) -> None:
                 done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
                 # Judge the designs a method found by the exhaustive table's simulation of them, so every method
                 # is scored on the same reference numbers (the simulator may change between the two phases).
-                keys = {json.dumps(t.user_attrs["design"], sort_keys=True) for t in done}
+                keys = {json.dumps(trial_design(t), sort_keys=True) for t in done}
                 found = np.array([by_key[k] for k in keys], dtype=float).reshape(-1, 2)
                 own = np.array([t.values for t in done if t.values], dtype=float).reshape(-1, 2)
                 sims = len({t.user_attrs.get("design_key") for t in done})

@@ -70,11 +70,11 @@ __all__ = [
     "worker_is_dead",
 ]
 
-#: Trial system attribute: epoch seconds of the last journal heartbeat of a RUNNING trial.
+#: Trial system attribute holding the epoch seconds of the last journal heartbeat of a RUNNING trial.
 HEARTBEAT_ATTR = "hydra_opt_heartbeat"
-#: Trial system attribute: ``host:pid`` of the worker that ran the trial.
+#: Trial system attribute holding the ``host:pid`` of the worker that ran the trial.
 WORKER_ATTR = "hydra_opt_worker"
-#: System attribute Optuna's retry callback sets on a retry: the number of the original (failed) trial.
+#: System attribute that Optuna's retry callback sets on a retry, holding the number of the original (failed) trial.
 RETRIED_ATTR = "failed_trial"
 #: States that count toward a study's budget.
 FINISHED: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -397,9 +397,12 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 def sigterm_as_interrupt() -> None:
     """Make SIGTERM (batch schedulers, ``kill``) stop this process like Ctrl-C: the running trial ends FAIL
-    through Optuna's normal path (nothing half-written) and a re-run resumes. Main thread only."""
+    through Optuna's normal path (nothing half-written) and a re-run resumes; SIGINT inherited as ignored (a
+    background job of a shell, a worker of such a launcher) is made Ctrl-C again. Main thread only."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupt)
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def ignore_further_interrupts() -> None:

@@ -69,7 +69,7 @@ _SCALAR_KEYS: dict[str, type] = {
 }
 _POLICY_CHOICES: dict[str, tuple[str, ...]] = {
     "placement": ("cp", "rr", "random"),
-    "batching": ("static", "continuous"),
+    "batching": ("static", "continuous", "chunked"),
     "scheduler": ("static", "fcfs", "worksteal", "elastic"),
 }
 _PACKAGE_KEYS = ("grid_w", "grid_h", "slot_area_mm2")

@@ -19,7 +19,7 @@ from typing import Any
 
 from hydra_opt.config import ConfigError, Node, load_yaml
 from hydra_opt.dse.evaluators import Evaluator, HydraEvaluator
-from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
+from hydra_opt.dse.objectives import SLO_METRICS, DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 from hydra_opt.dse.plan import PLANS
 from hydra_opt.dse.samplers import SamplerSpec
 from hydra_opt.dse.search_space import SearchSpace, design_key, load_search_space, parse_search_space
@@ -126,6 +126,9 @@ class StudySpec:
                           sorted(self.space.package.items())],
                 "objectives": [m.name for m in self.objectives.metrics],
                 "aggregate": self.objectives.aggregate,
+                # SLO-based metrics change with the SLO (key absent otherwise: older fingerprints stay valid).
+                **({"slo": self.objectives.slo.to_dict()} if any(
+                    m.name in SLO_METRICS for m in self.objectives.needed()) else {}),
             },
             sort_keys=True,
             default=str,
@@ -135,7 +138,9 @@ class StudySpec:
     def make_evaluator(self) -> Evaluator:
         """The evaluator named by ``evaluator`` (default :class:`~hydra_opt.dse.evaluators.HydraEvaluator`)."""
         if not self.evaluator:
-            return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file)
+            obj = self.objectives
+            return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file, slo=obj.slo,
+                                  capacity=obj.capacity if obj.needs_capacity else None)
         mod, _, attr = self.evaluator.partition(":")
         try:
             factory = getattr(importlib.import_module(mod), attr)

@@ -258,6 +258,8 @@ def cycle_plan(prep: Prepared, batching: str, b: int, token_budget: float) -> di
             admits=float(b),
             passes=1.0 + float(ls[0]),
         )
+    if batching == "chunked":
+        return _chunked_plan(st, b, token_budget)
     # Continuous: a full batch of b members; in steady state a request spends 1 pass in prefill and S̄ in decode,
     # so a pass carries b/(1+S̄) new prompts, capped by the token budget (Σq ≤ budget).
     k_p = b / (1.0 + st.decode_steps_mean)
@@ -271,6 +273,30 @@ def cycle_plan(prep: Prepared, batching: str, b: int, token_budget: float) -> di
         tokens=float(b) * 1.0 if k_d > 0 else k_p,
         admits=k_p,
         passes=1.0,
+    )
+
+
+def _chunked_plan(st, b: int, token_budget: float) -> dict:
+    """Chunked prefill: one pass carries the batch's k_d decodes and k_p prompts' worth of prefill chunks, with
+    ``k_d + k_p·P̄ ≤ budget`` (the decodes go first); a request spends n̄ (mean chunks) passes prefilling and S̄
+    decoding, so k_p = b/(n̄ + S̄) at a full batch; each pass gives the prefill ``budget − k_d`` tokens."""
+    n_ch = 1.0
+    k_p = b / (1.0 + st.decode_steps_mean)
+    for _ in range(4):  # the chunk size depends on k_d, the chunk count on the chunk size: a short fixed point
+        k_d = max(float(b) - k_p * n_ch, 0.0)
+        _, n_ch = cap.chunked_prefill_agg(st, 1.0, max(token_budget - k_d, 1.0))
+        k_p = min(b / (n_ch + st.decode_steps_mean),
+                  max((token_budget - k_d) / max(st.prompt_mean_tok, 1.0), 1.0 / max(1.0, b)), float(b))
+    k_d = max(float(b) - k_p * n_ch, 0.0)
+    pre_agg, n_ch = cap.chunked_prefill_agg(st, k_p, max(token_budget - k_d, 1.0))
+    return dict(
+        pre_agg=pre_agg,
+        dec_aggs=cap.decode_agg(st, np.array([k_d])),
+        dec_w=np.array([1.0]),
+        tokens=k_d + k_p if k_d > 0 else k_p,
+        admits=k_p,
+        passes=1.0,
+        chunk_passes=n_ch,
     )
 
 

@@ -35,7 +35,6 @@ except ImportError:  # pragma: no cover - older numpy layout
 __all__ = ["estimate", "estimate_one", "pairwise_sum", "interp_scalar"]
 
 _INF = float("inf")
-_TOKEN_BUDGET = 8192.0  # tokens of one continuous-batching pass
 
 
 def pairwise_sum(xs: list[float]) -> float:
@@ -217,10 +216,10 @@ def _concurrency(prep, ex: dict, n_mem: int, capacity_bytes: float, batching: st
 
 
 class _Design:
-    """One design's inputs at chiplet-type level (the fields of ``core.DesignInputs`` the solver needs)."""
+    """One design's inputs at chiplet-type level (what the solver needs)."""
 
     __slots__ = ("counts", "names", "cols", "orders", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch",
-                 "tokens", "admits", "passes", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
+                 "tokens", "admits", "passes", "chunk_extra", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
 
 
 def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design | None:
@@ -236,8 +235,9 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
     area = float(getattr(design, "slot_area_mm2", 144.0))
     chips = [lib.get(name, d2d, area, settings=getattr(design, "dynacore", None)) for name, _ in counts]
     task_bw = min(d2d, float(mem.bw_gbps))
-    tables = [core.type_table(prep, c, batching, b, task_bw, _TOKEN_BUDGET) for c in chips]
-    tkeys = tuple((c.name, c.d2d_bw_gbps, batching, b, task_bw, _TOKEN_BUDGET) for c in chips)
+    budget = float(opts.token_budget)
+    tables = [core.type_table(prep, c, batching, b, task_bw, budget) for c in chips]
+    tkeys = tuple((c.name, c.d2d_bw_gbps, batching, b, task_bw, budget) for c in chips)
     out = _Design()
     out.counts = [n for _, n in counts]
     out.names = [name for name, _ in counts]
@@ -261,10 +261,11 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
     nbat = min(float(max_batches), math.floor(conc / b) if batching == "static" else conc / b)
 
     def plan_scalars():
-        p = core.cycle_plan(prep, batching, b, _TOKEN_BUDGET)
-        return float(p["tokens"]), float(p["admits"]), float(p["passes"])
+        p = core.cycle_plan(prep, batching, b, budget)
+        return float(p["tokens"]), float(p["admits"]), float(p["passes"]), max(p.get("chunk_passes", 1.0) - 1.0, 0.0)
 
-    out.tokens, out.admits, out.passes = _cached(("plan", id(prep), batching, b), plan_scalars, prep)
+    out.tokens, out.admits, out.passes, out.chunk_extra = _cached(("plan", id(prep), batching, b, budget), plan_scalars,
+                                                                  prep)
     gw, gh = int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4))
     mem_bw = float(mem.bw_gbps)
     # core.hbm_port_cap_gbps: Σ over the ring memories of min(interface, reach × link) (numpy's sum).
@@ -374,7 +375,7 @@ def _balance(loads: list[float], st_type: list[int], n_types: int, eff: float) -
 
 
 def _mva(demands: list[list[float]], m_max: int, rows_needed: tuple[int, int]):
-    """``core.mva_curve`` of three demand vectors: X(n) for n = 1..m_max per vector, and curve 0's queue rows.
+    """Exact MVA of three demand vectors: X(n) for n = 1..m_max per vector, and curve 0's queue rows.
 
     Same recursion and summation order as the array version (``R_s = D_s(1 + Q_s)``, ``X = n / ΣR_s`` with
     numpy's pairwise sum, ``Q_s = X·R_s``), in Python floats. Stations with the same demands (a type's chiplets
@@ -578,6 +579,8 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
         wait = float((pi * queue).sum()) / lam_u * (1.0 + ex["service_scv"]) / 2.0 if lam > 0 else 0.0
         if opts.ttft_from == "arrival" and math.isfinite(ttft) and not static_b:
             ttft += wait
+    if di.chunk_extra > 0 and math.isfinite(ttft):
+        ttft += di.chunk_extra * cycle_time  # chunked prefill: the first token comes with the last chunk, n̄ − 1 passes later
     if not di.feasible:
         ttft, thr = _INF, 0.0
     util = [dm * x for dm in demand]
@@ -727,7 +730,7 @@ def _add_batches(acc, batches, g_t, w_of_k, gk, surv, idx, *, ones: bool) -> np.
 
 
 def _static_curves(ex, seq, b, r_tok, feasible, w0, w1) -> tuple[float, float]:
-    """Cumulative tokens at ``w0`` and ``w1`` (``fluid.static_curves`` for one design)."""
+    """Cumulative tokens at ``w0`` and ``w1`` of a static-batching batch sequence."""
     if not feasible:
         return 0.0, 0.0
     tt = np.array([w0, w1])
@@ -746,7 +749,7 @@ def _static_curves(ex, seq, b, r_tok, feasible, w0, w1) -> tuple[float, float]:
 
 
 def _static_ttft(seq, b_f, a0, lam_raw, r_adm, pre_sum, feasible, t0, t1, horizon, from_) -> float:
-    """``fluid.static_ttft`` for one design."""
+    """Mean TTFT of the requests arriving in the window ``[t0, t1]`` under a static-batching batch sequence."""
     if not feasible:
         return float("nan")
     lam = seq["lam"]
