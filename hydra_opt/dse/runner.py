@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.callbacks import budget_callback, plan_callback, revisit_callback
 from hydra_opt.dse.evaluators import Evaluator
-from hydra_opt.dse.exhaustive import run_sweep_worker
+from hydra_opt.dse.exhaustive import prepare_sweep, run_sweep_worker
 from hydra_opt.dse.objective import FINISHED_STATES, BudgetReached, DseObjective, TrialReport
 from hydra_opt.dse.samplers import make_sampler, worker_seed
 from hydra_opt.dse.spec import StudySpec, load_study_spec
@@ -330,6 +330,8 @@ def run_study(
     t0 = time.perf_counter()
     evaluator = check_study(spec, evaluator)
     study = open_study(spec, storage_options=opts.storage_options)
+    if spec.exhaustive is not None and opts.workers > 1:
+        prepare_sweep(study, spec, evaluator)  # the launcher fills the queue once; its workers only pull
     if on_start is not None:
         on_start(study)
     before = count_finished(study)
