@@ -65,7 +65,7 @@ __all__ = [
     "work",
 ]
 
-#: Study user attribute: the sweep's definition, its number of designs and whether its queue is complete.
+#: The study user attribute holding the sweep's definition, its number of designs and whether its queue is complete.
 SWEEP_ATTR = "hydra_opt_sweep"
 #: Trial user attribute of a trial that did not simulate because a live trial of lower number holds its design
 #: (the study's ``duplicate_of``: the run summary, report and dashboard count it as a duplicate).
