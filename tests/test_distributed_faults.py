@@ -5,6 +5,7 @@ cleanly and a re-run resumes; journal storages (file, Redis) recover dead trials
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -120,14 +121,21 @@ def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path: Path, workers: str) 
     assert sum(t.state in FINISHED for t in load(url, "dist")) == 5
 
 
-def test_journal_file_recover_command(tmp_path: Path) -> None:
-    """Journal file, no worker running: ``recover`` fails the dead trial and requeues it; the next run runs it."""
+def _journal_with_a_killed_worker(tmp_path: Path) -> tuple[str, str, list[str]]:
+    """(url, study name, run arguments) of a journal study whose only worker was SIGKILLed mid-simulation; its
+    heartbeats are 10 minutes apart, so only a pid check can tell at once that the trial is dead."""
     url, name = f"journal:///{tmp_path / 'study.log'}", "jf"
     args = [str(write_study(tmp_path, n_trials=4, pruner="none")), "--storage", url, "--study-name", name,
             "--quiet", "--heartbeat-interval", "600", "--grace-period", "3600"]
     proc = start_hanging(args, tmp_path / "hang")
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
+    return url, name, args
+
+
+def test_journal_file_recover_command(tmp_path: Path) -> None:
+    """Journal file, no worker running: ``recover`` fails the dead trial and requeues it; the next run runs it."""
+    url, name, args = _journal_with_a_killed_worker(tmp_path)
     dead = [t for t in load(url, name) if t.state == TrialState.RUNNING]
     assert len(dead) == 1
 
@@ -143,12 +151,7 @@ def test_journal_file_recover_command(tmp_path: Path) -> None:
 def test_dead_local_worker_is_recovered_without_waiting_for_heartbeats(tmp_path: Path) -> None:
     """Issue 17 D6: a killed worker of this host is provably dead (its pid is gone): the next run fails and
     retries its trial at once, even with heartbeats far apart, instead of leaving it RUNNING."""
-    url, name = f"journal:///{tmp_path / 'study.log'}", "jl"
-    args = [str(write_study(tmp_path, n_trials=4, pruner="none")), "--storage", url, "--study-name", name,
-            "--quiet", "--heartbeat-interval", "600", "--grace-period", "3600"]
-    proc = start_hanging(args, tmp_path / "hang")
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
+    url, name, args = _journal_with_a_killed_worker(tmp_path)
     t0 = time.monotonic()
     res = run_cli(*args)
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
@@ -270,65 +273,63 @@ def _wait_for_trials(url: str, name: str, n: int, timeout_s: float = 120) -> Non
     pytest.fail(f"no {n} trials after {timeout_s} s")
 
 
+@contextlib.contextmanager
+def _pg_behind_proxy(prefix: str):
+    """(proxy, URL through it, unique study name) for PostgreSQL behind a local TCP proxy; the study is deleted."""
+    from tcp_proxy import TcpProxy
+
+    _pg_or_skip()
+    name = unique_name(prefix)
+    try:
+        with TcpProxy(("127.0.0.1", 5432)) as proxy:
+            yield proxy, PG_URL.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}"), name
+    finally:
+        delete_study(PG_URL, name)
+
+
+def _slow_launchers(study: Path, url: str, name: str, n: int, *extra: str) -> list[subprocess.Popen[str]]:
+    """``n`` launchers of ``study`` on ``url`` whose simulations take 0.4 s (so an outage meets running trials)."""
+    cmd = [sys.executable, "-m", "hydra_opt.run", str(study), "--storage", url, "--study-name", name, "--quiet", *extra]
+    return [subprocess.Popen([*cmd, "--worker-index", str(i)], env=cli_env(HYDRA_OPT_TEST_SIM_S="0.4"), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(n)]
+
+
 @pytest.mark.db
 @pytest.mark.slow
 def test_database_outage_through_a_tcp_proxy_is_ridden_out(tmp_path: Path) -> None:
     """Issue 17 D4: PostgreSQL unreachable for 8 s (a proxy in front of it stopped) while two workers run: both
     exit 0 without a traceback, and the study ends with exactly its budget and no trial left RUNNING."""
-    from tcp_proxy import TcpProxy
-
-    _pg_or_skip()
-    name = unique_name("t17outage")
     study = write_study(tmp_path, n_trials=14, pruner="none")
-    try:
-        with TcpProxy(("127.0.0.1", 5432)) as proxy:
-            url = PG_URL.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
-            cmd = [sys.executable, "-m", "hydra_opt.run", str(study), "--storage", url, "--study-name", name,
-                   "--quiet", "--heartbeat-interval", "2", "--grace-period", "30"]
-            env = cli_env(HYDRA_OPT_TEST_SIM_S="0.4")
-            procs = [subprocess.Popen([*cmd, "--worker-index", str(i)], env=env, text=True, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE) for i in range(2)]
-            _wait_for_trials(PG_URL, name, 3)
-            proxy.down()
-            time.sleep(8)
-            proxy.up()
-            outs = [p.communicate(timeout=240) for p in procs]
+    with _pg_behind_proxy("t17outage") as (proxy, url, name):
+        procs = _slow_launchers(study, url, name, 2, "--heartbeat-interval", "2", "--grace-period", "30")
+        _wait_for_trials(PG_URL, name, 3)
+        proxy.down()
+        time.sleep(8)
+        proxy.up()
+        outs = [p.communicate(timeout=240) for p in procs]
         for p, (_out, err) in zip(procs, outs):
             assert p.returncode == 0 and "Traceback" not in err, err[-3000:]
         trials = load(PG_URL, name)
         assert sum(t.state in FINISHED for t in trials) == 14
         assert not [t for t in trials if t.state == TrialState.RUNNING]
-    finally:
-        delete_study(PG_URL, name)
 
 
 @pytest.mark.db
 def test_outage_longer_than_the_retry_bound_stops_with_one_line(tmp_path: Path) -> None:
     """Issue 17 D4: past ``--storage-retry`` the worker stops with one ``hydra_opt: error:`` line naming the
     storage (exit 3), not Optuna's chained tracebacks."""
-    from tcp_proxy import TcpProxy
-
-    _pg_or_skip()
-    name = unique_name("t17bound")
     study = write_study(tmp_path, n_trials=40, pruner="none")
-    try:
-        with TcpProxy(("127.0.0.1", 5432)) as proxy:
-            url = PG_URL.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "hydra_opt.run", str(study), "--storage", url, "--study-name", name, "--quiet",
-                 "--storage-retry", "3"], env=cli_env(HYDRA_OPT_TEST_SIM_S="0.4"), text=True,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            _wait_for_trials(PG_URL, name, 2)
-            proxy.down()
-            t0 = time.monotonic()
-            _out, err = proc.communicate(timeout=120)
-            elapsed = time.monotonic() - t0
+    with _pg_behind_proxy("t17bound") as (proxy, url, name):
+        proc = _slow_launchers(study, url, name, 1, "--storage-retry", "3")[0]
+        _wait_for_trials(PG_URL, name, 2)
+        proxy.down()
+        t0 = time.monotonic()
+        _out, err = proc.communicate(timeout=120)
+        elapsed = time.monotonic() - t0
         lines = [ln for ln in err.strip().splitlines() if ln.strip()]
         assert proc.returncode == 3 and "Traceback" not in err, err[-3000:]
         assert len(lines) == 1 and lines[0].startswith("hydra_opt: error: storage ") and "unreachable" in lines[0]
         assert elapsed < 60  # 3 s of retries (+ the heartbeat thread's wait), not a hang
-    finally:
-        delete_study(PG_URL, name)
 
 
 def test_interrupted_creation_cannot_leave_a_study_without_fingerprint(tmp_path: Path,
