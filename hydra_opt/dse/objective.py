@@ -134,7 +134,9 @@ class DseObjective:
         The file's pairs, search space, objectives, pruner, ``budget.max_simulations``, ``estimate:``,
         ``simulate:`` and ``evaluator:`` apply; its sampler, storage, ``n_trials`` and timeout do not (the caller's
         :func:`optuna.create_study` and :meth:`~optuna.study.Study.optimize` decide those; use
-        :func:`~hydra_opt.dse.runner.run_study` to apply them).
+        :func:`~hydra_opt.dse.runner.run_study` to apply them). A calibrated simulation plan
+        (``budget.plan: calibrated``) is spent by the runner's callback, so here it runs greedily: the pruner
+        promotes until ``max_simulations`` distinct designs are simulated.
 
         Args:
             path: The study file.

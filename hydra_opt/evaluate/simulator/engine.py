@@ -184,9 +184,7 @@ class Engine:
         self.continuous = batching in ("continuous", "chunked")  # chunked shares continuous admission/memory
         self.chunked = batching == "chunked"
         if self.chunked:
-            self.batcher = ChunkedBatcher(
-                self.max_batch, options.token_budget, lambda r: (self.prompt[r] + self.gen[r], self.prompt[r] + self.gen[r])
-            )
+            self.batcher = ChunkedBatcher(self.max_batch, options.token_budget, self._prefill_tokens)
             self.batcher.form = self._form_empty
         elif self.continuous:
             self.batcher = ContinuousBatcher(
@@ -451,6 +449,11 @@ class Engine:
     # ends. So decode steps never wait for another request's prefill (prefill and decode chiplets are separate in
     # HYDRA's systems). Static batching uses the same machinery without admissions: one prefill pass, then decode
     # passes until the last request finishes.
+
+    def _prefill_tokens(self, r: int) -> tuple[int, int]:
+        """Chunked prefill admission: (prefill tokens, context to hold) of ``r`` if admitted now."""
+        n = self.prompt[r] + self.gen[r]
+        return n, n
 
     def _form_empty(self, queue, mem):
         """Continuous: a new batch starts empty; :meth:`_start_prefill` admits into it."""
