@@ -38,10 +38,11 @@ from typing import Any
 
 import numpy as np
 import optuna
-from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
+
+from hydra_opt.dse.samplers import WrappedSampler
 
 __all__ = [
     "FINISHED",
@@ -51,6 +52,7 @@ __all__ = [
     "JournalHeartbeat",
     "PerTrialSeedSampler",
     "RecoveredTrial",
+    "fail_stale",
     "find_stale_trials",
     "has_rdb_heartbeat",
     "ignore_further_interrupts",
@@ -68,11 +70,11 @@ __all__ = [
     "worker_is_dead",
 ]
 
-#: Trial system attribute: epoch seconds of the last journal heartbeat of a RUNNING trial.
+#: Trial system attribute holding the epoch seconds of the last journal heartbeat of a RUNNING trial.
 HEARTBEAT_ATTR = "hydra_opt_heartbeat"
-#: Trial system attribute: ``host:pid`` of the worker that ran the trial.
+#: Trial system attribute holding the ``host:pid`` of the worker that ran the trial.
 WORKER_ATTR = "hydra_opt_worker"
-#: System attribute Optuna's retry callback sets on a retry: the number of the original (failed) trial.
+#: System attribute that Optuna's retry callback sets on a retry, holding the number of the original (failed) trial.
 RETRIED_ATTR = "failed_trial"
 #: States that count toward a study's budget.
 FINISHED: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -123,7 +125,7 @@ def reseed_sampler(sampler: BaseSampler, seed: int) -> int:
     return len(states)
 
 
-class PerTrialSeedSampler(BaseSampler):
+class PerTrialSeedSampler(WrappedSampler):
     """Wrap a sampler so every trial samples from a random stream fixed by ``(seed, trial number)``.
 
     Args:
@@ -132,38 +134,14 @@ class PerTrialSeedSampler(BaseSampler):
     """
 
     def __init__(self, inner: BaseSampler, seed: int) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._seed = int(seed)
-
-    @property
-    def inner(self) -> BaseSampler:
-        return self._inner
-
-    def __getattr__(self, name: str) -> Any:  # GridSampler.is_exhausted etc.
-        if name in ("_inner", "_seed"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         # Optuna calls this in study.ask() after the storage assigned the (unique) trial number and before any
         # sampling, so the whole trial's proposals come from its own stream.
         reseed_sampler(self._inner, trial_seed(self._seed, trial.number))
         self._inner.before_trial(study, trial)
-
-    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return self._inner.infer_relative_search_space(study, trial)
-
-    def sample_relative(self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        return self._inner.sample_relative(study, trial, search_space)
-
-    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution) -> Any:
-        return self._inner.sample_independent(study, trial, param_name, param_distribution)
-
-    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
-        self._inner.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self._inner.reseed_rng()
 
 
 # -- storages ------------------------------------------------------------------------------------------------
@@ -314,7 +292,7 @@ def with_journal_heartbeat(objective: Callable[[optuna.Trial], Any], interval_s:
 
 
 # -- finishing the budget ------------------------------------------------------------------------------------
-def _fail_stale(study: Study, grace_s: float, max_retry: int | None, now_s: float | None = None) -> int:
+def fail_stale(study: Study, grace_s: float, max_retry: int | None, now_s: float | None = None) -> int:
     """Fail stale trials by whichever mechanism the storage has, and trials of dead local workers on any storage;
     returns how many this call failed."""
     if not (is_journal(study) and grace_s > 0):  # the journal path below finds dead local workers itself
@@ -392,7 +370,7 @@ def optimize_until_budget(
         if not running or not watched:
             return rounds  # nothing left that could finish the budget here (a sampler stop, or no heartbeat)
         sleep(poll_s)
-        if _fail_stale(study, journal_grace_s, max_retry, clock()):
+        if fail_stale(study, journal_grace_s, max_retry, clock()):
             must_run = True  # run the retries, or replacements if retries are exhausted
 
 
@@ -419,9 +397,12 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 def sigterm_as_interrupt() -> None:
     """Make SIGTERM (batch schedulers, ``kill``) stop this process like Ctrl-C: the running trial ends FAIL
-    through Optuna's normal path (nothing half-written) and a re-run resumes. Main thread only."""
+    through Optuna's normal path (nothing half-written) and a re-run resumes; SIGINT inherited as ignored (a
+    background job of a shell, a worker of such a launcher) is made Ctrl-C again. Main thread only."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupt)
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def ignore_further_interrupts() -> None:
