@@ -26,7 +26,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from hydra_opt.config import ConfigError
-from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_reason
+from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_infeasible, trial_reason
 
 __all__ = [
     "FrontRow",
@@ -227,7 +227,7 @@ def trials_frame(study: optuna.Study):
             "state": t.state.name,
             "promotion": t.user_attrs.get("promotion", ""),
             "feasible": _feasible(t) and "infeasible" not in t.user_attrs,
-            "infeasible": "; ".join(t.user_attrs.get("infeasible", [])),
+            "infeasible": "; ".join(trial_infeasible(t)),
         }
         rec["outcome"], rec["reason"] = trial_reason(t)
         for m in metrics:
@@ -357,8 +357,11 @@ def publish_to_dashboard(study: optuna.Study) -> None:
         from optuna_dashboard import save_note, save_plotly_graph_object
     except ImportError:  # pragma: no cover - optuna-dashboard is a dependency
         return
-    save_note(study, "## hydra_opt summary\n\n```\n" + "\n".join([*reasons_lines(study), "", format_front_table(study)])
-              + "\n```\n")
+    table = format_front_table(study).splitlines()
+    # The B*/M_T definition is one long line: a paragraph (wrapped), not part of the fixed-width block.
+    tail = [table.pop()] if table and table[-1].startswith("B* =") else []
+    save_note(study, "## hydra_opt summary\n\n```\n" + "\n".join([*reasons_lines(study), "", *table]) + "\n```\n\n"
+              + "\n".join(tail) + "\n")
     fig = pareto_figure(study)
     if fig is not None:
         save_plotly_graph_object(study, fig, graph_object_id=DASHBOARD_PLOT_ID)
