@@ -325,7 +325,8 @@ def _plotly_figure(df, rows, facts, metrics, names, title: str):
         row = sim[sim["trial"] == n]
         fig.add_trace(go.Scatter(x=row[f"sim_{mx}"], y=row[f"sim_{my}"], mode="markers+text",
                                  name="B*" if key == "bstar" else "M_T", text=["B*" if key == "bstar" else "M_T"],
-                                 textposition="top center", marker=dict(symbol=sym, size=18, color="gold",
+                                 textposition="top center" if key == "bstar" else "bottom center",
+                                 marker=dict(symbol=sym, size=18, color="gold",
                                                                         line=dict(color="black", width=1))))
     head, _, sub = title.partition("\n")
     fig.update_layout(title=f"{head}<br><sup>{sub}: estimated vs simulated</sup>", xaxis_title=names[0],
