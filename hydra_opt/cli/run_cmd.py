@@ -207,6 +207,8 @@ def run(args: argparse.Namespace) -> int:
     units = [(m, METRICS[m].unit) for m in metrics]
     storage_shown = redact_url(args.storage or spec.storage)
     budget = n_trials if n_trials is not None else spec.n_trials
+    goal = (f"exhaustive sweep (simulate: {spec.exhaustive.simulate})" if spec.exhaustive is not None
+            else f"budget {budget} finished trials")
     t_start = time.perf_counter()
     progress = _Progress(budget, time.time(), args.quiet)  # tqdm's clock is time.time
 
@@ -214,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
         # Printed once everything is validated and the study is open: an error never follows a study header.
         if not args.quiet:
             print(f"study {args.study_name or spec.name!r} on {storage_shown}: {_pairs_text(spec.pairs)}; "
-                  f"budget {budget} finished trials, {workers} worker(s), sampler {spec.sampler.cls.__name__}, "
+                  f"{goal}, {workers} worker(s), sampler {spec.sampler.cls.__name__}, "
                   f"space {spec.space.name} ({spec.space.size():,} designs)", flush=True)
         progress.t_start = time.time()
 
@@ -246,7 +248,8 @@ def run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t_start
     publish_to_dashboard(study)  # study note (reasons, front) and the titled Pareto plot
     print()
-    print(f"finished trials: {summary.finished} of budget {budget} ({summary.finished - summary.finished_before} "
+    of = "in the sweep" if spec.exhaustive is not None else f"of budget {budget}"
+    print(f"finished trials: {summary.finished} {of} ({summary.finished - summary.finished_before} "
           f"this run) | COMPLETE {summary.complete} ({summary.simulated} simulated) | pruned {summary.pruned - summary.infeasible} | "
           f"infeasible {summary.infeasible} | failed {summary.failed}")
     for line in format_reasons(count_reasons(study.get_trials(deepcopy=False))):

@@ -88,11 +88,18 @@ class HydraEvaluator:
         simulate_options: ``options=`` of ``simulate``: a ``SimOptions`` or a study file's ``simulate:`` mapping
             (``preset: paper`` starts from ``SimOptions.paper()``; None: defaults).
         file: File name for error messages.
+        slo: ``hydra_opt.evaluate.slo.Slo`` behind ``goodput_tok_s``/``slo_attainment`` (None: the default SLO);
+            both are added to every estimate and simulation.
+        capacity: ``objectives.CapacitySettings``: when set, ``capacity_req_s`` (and ``capacity_runs``) is added
+            too — by the estimator's search for estimates, by a simulated search started at the estimated capacity
+            for simulations (None: not computed; it costs several simulations).
     """
 
     estimate_options: Any = None
     simulate_options: Any = None
     file: str = "<study>"
+    slo: Any = None
+    capacity: Any = None
     _cache: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, repr=False)
     _sim_opts: Any = field(default=None, repr=False)
     _est_opts: Any = field(default=None, repr=False)
@@ -145,7 +152,32 @@ class HydraEvaluator:
         from hydra_opt.evaluate.estimator import estimate
 
         est = estimate(design, model, workload, options=self._est_opts)
-        return _metrics_of(est, design, self._precision(self._est_opts))
+        slo = self._est_slo(est, design, model, workload)
+        return {**_metrics_of(est, design, self._precision(self._est_opts)), **slo}
+
+    def _slo(self) -> Any:
+        from hydra_opt.evaluate.slo import DEFAULT_SLO
+
+        return self.slo or DEFAULT_SLO
+
+    def _est_slo(self, est: Any, design: Any, model: Any, workload: Any) -> dict[str, float]:
+        """SLO metrics of an estimate (capacity by the estimator's search when :attr:`capacity` is set)."""
+        from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
+
+        out = estimated_slo(est, self._slo())
+        if self.capacity is not None:
+            c = estimated_capacity(design, model, self._capacity_workload(workload), options=self._est_opts,
+                                   slo=self._slo(), tolerance=self.capacity.tolerance, window_s=self.capacity.window_s)
+            out.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
+        return out
+
+    def _capacity_workload(self, workload: Any) -> Any:
+        n = getattr(self.capacity, "requests", None)
+        if n is None or not hasattr(workload, "n_requests"):
+            return workload
+        import dataclasses
+
+        return dataclasses.replace(workload, n_requests=int(n), horizon_s=None)
 
     def estimate_many(self, designs: list[Any], model: Any, workload: Any) -> list[dict[str, float]]:
         """Estimates of many designs at once (the estimator's vectorised design-space path)."""
@@ -153,13 +185,27 @@ class HydraEvaluator:
 
         prec = self._precision(self._est_opts)
         results = estimate_space(designs, model, workload, options=self._est_opts)
-        return [_metrics_of(e, d, prec) for e, d in zip(results, designs)]
+        return [{**_metrics_of(e, d, prec), **self._est_slo(e, d, model, workload)} for e, d in zip(results, designs)]
 
     def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> SimOutcome:
         from hydra_opt.evaluate import simulate
 
+        from hydra_opt.evaluate.simulator.goodput import simulated_capacity, slo_metrics
+
         res = simulate(design, model, workload, seed=seed, options=self._sim_opts)
-        return SimOutcome(_metrics_of(res, design, self._precision(self._sim_opts)), res)
+        metrics = {**_metrics_of(res, design, self._precision(self._sim_opts)), **slo_metrics(res, self._slo())}
+        if self.capacity is not None:
+            from hydra_opt.evaluate.estimator.goodput import estimated_capacity
+
+            cw = self._capacity_workload(workload)
+            window = self.capacity.window_s
+            start = estimated_capacity(design, model, cw, options=self._est_opts, slo=self._slo(),
+                                       tolerance=self.capacity.tolerance, window_s=window).capacity_req_s
+            c = simulated_capacity(design, model, cw, seed=seed, options=self._sim_opts, slo=self._slo(),
+                                   tolerance=self.capacity.tolerance, max_runs=self.capacity.max_runs,
+                                   start_req_s=start if start > 0 else None, window_s=window)
+            metrics.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
+        return SimOutcome(metrics, res)
 
     @staticmethod
     def _precision(opts: Any) -> str | None:
@@ -168,7 +214,7 @@ class HydraEvaluator:
 
 
 #: Settings that describe the evaluated run itself and must agree between estimator and simulator.
-_SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision")
+_SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision", "token_budget")
 
 
 def _options(cls: Any, data: Any, file: str, key: str) -> Any:

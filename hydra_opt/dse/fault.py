@@ -52,6 +52,7 @@ __all__ = [
     "JournalHeartbeat",
     "PerTrialSeedSampler",
     "RecoveredTrial",
+    "fail_stale",
     "find_stale_trials",
     "has_rdb_heartbeat",
     "ignore_further_interrupts",
@@ -69,11 +70,11 @@ __all__ = [
     "worker_is_dead",
 ]
 
-#: Trial system attribute: epoch seconds of the last journal heartbeat of a RUNNING trial.
+#: Trial system attribute holding the epoch seconds of the last journal heartbeat of a RUNNING trial.
 HEARTBEAT_ATTR = "hydra_opt_heartbeat"
-#: Trial system attribute: ``host:pid`` of the worker that ran the trial.
+#: Trial system attribute holding the ``host:pid`` of the worker that ran the trial.
 WORKER_ATTR = "hydra_opt_worker"
-#: System attribute Optuna's retry callback sets on a retry: the number of the original (failed) trial.
+#: System attribute that Optuna's retry callback sets on a retry, holding the number of the original (failed) trial.
 RETRIED_ATTR = "failed_trial"
 #: States that count toward a study's budget.
 FINISHED: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -291,7 +292,7 @@ def with_journal_heartbeat(objective: Callable[[optuna.Trial], Any], interval_s:
 
 
 # -- finishing the budget ------------------------------------------------------------------------------------
-def _fail_stale(study: Study, grace_s: float, max_retry: int | None, now_s: float | None = None) -> int:
+def fail_stale(study: Study, grace_s: float, max_retry: int | None, now_s: float | None = None) -> int:
     """Fail stale trials by whichever mechanism the storage has, and trials of dead local workers on any storage;
     returns how many this call failed."""
     if not (is_journal(study) and grace_s > 0):  # the journal path below finds dead local workers itself
@@ -369,7 +370,7 @@ def optimize_until_budget(
         if not running or not watched:
             return rounds  # nothing left that could finish the budget here (a sampler stop, or no heartbeat)
         sleep(poll_s)
-        if _fail_stale(study, journal_grace_s, max_retry, clock()):
+        if fail_stale(study, journal_grace_s, max_retry, clock()):
             must_run = True  # run the retries, or replacements if retries are exhausted
 
 

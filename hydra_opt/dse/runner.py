@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.callbacks import budget_callback, plan_callback, revisit_callback
 from hydra_opt.dse.evaluators import Evaluator
+from hydra_opt.dse.exhaustive import run_sweep_worker
 from hydra_opt.dse.objective import FINISHED_STATES, BudgetReached, DseObjective, TrialReport
 from hydra_opt.dse.samplers import make_sampler, worker_seed
 from hydra_opt.dse.spec import StudySpec, load_study_spec
@@ -104,6 +105,9 @@ def apply_options(spec: StudySpec, opts: RunOptions) -> StudySpec:
     if opts.study_name:
         changes["name"] = opts.study_name
     if opts.n_trials is not None:
+        if spec.exhaustive is not None:
+            raise ConfigError("does not apply to an exhaustive sweep (its trials are the designs of "
+                              "exhaustive.simulate)", file="<cli>", key="--n-trials", value=opts.n_trials)
         changes["n_trials"] = opts.n_trials
     if opts.timeout_s is not None:
         changes["timeout_s"] = opts.timeout_s
@@ -184,6 +188,12 @@ def run_worker(
 ) -> None:
     """One worker: run trials on the shared study until the total budget or the timeout is reached."""
     evaluator = evaluator or spec.make_evaluator()
+    if spec.exhaustive is not None:
+        # A sweep: trials come only from its queue (no sampler proposes designs); see dse/sweep.py.
+        study = open_study(spec, sampler=optuna.samplers.RandomSampler(spec.seed), storage_options=storage_options)
+        run_sweep_worker(study, spec, evaluator, storage_options=storage_options,
+                         on_trial=None if on_trial is None else (lambda s, t: on_trial(s, t, None)))
+        return
     seed = worker_seed(spec.seed, worker_index, n_existing)
     sampler = make_sampler(spec.sampler, seed=seed, grid=spec.space.grid() if spec.sampler.is_grid else None)
     from hydra_opt.dse.fault import PerTrialSeedSampler

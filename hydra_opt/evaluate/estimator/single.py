@@ -37,7 +37,6 @@ except ImportError:  # pragma: no cover - older numpy layout
 __all__ = ["estimate_one", "pairwise_sum", "interp_scalar"]
 
 _INF = float("inf")
-_TOKEN_BUDGET = 8192.0  # core.design_inputs' token budget of a continuous pass
 
 
 def pairwise_sum(xs: list[float]) -> float:
@@ -222,7 +221,7 @@ class _Design:
     """One design's inputs at chiplet-type level (the fields of ``core.DesignInputs`` the solver needs)."""
 
     __slots__ = ("counts", "names", "cols", "orders", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch",
-                 "tokens", "admits", "passes", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
+                 "tokens", "admits", "passes", "chunk_extra", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
 
 
 def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design | None:
@@ -238,8 +237,9 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
     area = float(getattr(design, "slot_area_mm2", 144.0))
     chips = [lib.get(name, d2d, area, settings=getattr(design, "dynacore", None)) for name, _ in counts]
     task_bw = min(d2d, float(mem.bw_gbps))
-    tables = [core.type_table(prep, c, batching, b, task_bw, _TOKEN_BUDGET) for c in chips]
-    tkeys = tuple((c.name, c.d2d_bw_gbps, batching, b, task_bw, _TOKEN_BUDGET) for c in chips)
+    budget = float(opts.token_budget)
+    tables = [core.type_table(prep, c, batching, b, task_bw, budget) for c in chips]
+    tkeys = tuple((c.name, c.d2d_bw_gbps, batching, b, task_bw, budget) for c in chips)
     out = _Design()
     out.counts = [n for _, n in counts]
     out.names = [name for name, _ in counts]
@@ -263,10 +263,11 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
     nbat = min(float(max_batches), math.floor(conc / b) if batching == "static" else conc / b)
 
     def plan_scalars():
-        p = core.cycle_plan(prep, batching, b, _TOKEN_BUDGET)
-        return float(p["tokens"]), float(p["admits"]), float(p["passes"])
+        p = core.cycle_plan(prep, batching, b, budget)
+        return float(p["tokens"]), float(p["admits"]), float(p["passes"]), max(p.get("chunk_passes", 1.0) - 1.0, 0.0)
 
-    out.tokens, out.admits, out.passes = _cached(("plan", id(prep), batching, b), plan_scalars, prep)
+    out.tokens, out.admits, out.passes, out.chunk_extra = _cached(("plan", id(prep), batching, b, budget), plan_scalars,
+                                                                  prep)
     gw, gh = int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4))
     mem_bw = float(mem.bw_gbps)
     # core.hbm_port_cap_gbps: Σ over the ring memories of min(interface, reach × link) (numpy's sum).
@@ -580,6 +581,8 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
         wait = float((pi * queue).sum()) / lam_u * (1.0 + ex["service_scv"]) / 2.0 if lam > 0 else 0.0
         if opts.ttft_from == "arrival" and math.isfinite(ttft) and not static_b:
             ttft += wait
+    if di.chunk_extra > 0 and math.isfinite(ttft):
+        ttft += di.chunk_extra * cycle_time  # core.solve: chunked prefill's passes before the first token
     if not di.feasible:
         ttft, thr = _INF, 0.0
     util = [dm * x for dm in demand]
