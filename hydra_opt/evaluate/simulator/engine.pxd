@@ -28,7 +28,8 @@ cdef class Engine:
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
     cdef public double[::1] busy_s, link_bytes
-    cdef public list queues, load, p_native, p_lent
+    cdef public list queues, p_native, p_lent
+    cdef public long long[::1] load
     cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist
     cdef public long long el_spread, el_margin
     cdef public double el_w
@@ -79,14 +80,14 @@ cdef class Engine:
     cpdef _dispatch(self, _Part part)
     @cython.locals(c=Py_ssize_t, queues=list, idle=Py_ssize_t)
     cpdef _ready(self, _Part task)
-    @cython.locals(load=list, dist="long long[::1]", nc=Py_ssize_t, w=cython.double, best=Py_ssize_t,
+    @cython.locals(load="long long[::1]", dist="long long[::1]", nc=Py_ssize_t, w=cython.double, best=Py_ssize_t,
                    bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double)
     cpdef Py_ssize_t _el_min(self, list cands, Py_ssize_t blk)
-    @cython.locals(blk=Py_ssize_t, i=Py_ssize_t, pref=Py_ssize_t, native=list, lent=list, load=list,
+    @cython.locals(blk=Py_ssize_t, i=Py_ssize_t, pref=Py_ssize_t, native=list, lent=list, load="long long[::1]",
                    lmin="long long", m="long long", c=Py_ssize_t, lend_ok=bint, best=Py_ssize_t, alt=Py_ssize_t)
     cpdef Py_ssize_t _el_choose(self, _Part task)
     @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, serves="long long[::1]",
-                   famok="long long[::1]", dist="long long[::1]", load=list, queues=list, lend=bint, bv=Py_ssize_t,
+                   famok="long long[::1]", dist="long long[::1]", load="long long[::1]", queues=list, lend=bint, bv=Py_ssize_t,
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
                    native=bint, d="long long")
     cpdef _el_steal(self, Py_ssize_t idle)

@@ -208,7 +208,9 @@ class Engine:
         self.block_mem_xy = [mesh.xy(nd) for nd in self.block_node]
         self.nc = len(system.chiplets)
         native, family_any = compat_lists(system.chiplets, model.families)
-        self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any)
+        # Per-chiplet load as a typed array (the schedulers index it as they would a list).
+        self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any,
+                                load=array("q", [0]) * self.nc)
         self.stealing = type(scheduler).steal is not TaskScheduler.steal
         # Per (phase, block) at pid * nb + block: the chiplets built for the task (idle ones may steal it).
         self.p_native = [self.view.native[(self.families[b], p)] for p in _PHASES for b in range(nb)]
