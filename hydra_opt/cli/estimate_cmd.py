@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--ttft-from", choices=("arrival", "batch_start"), default="arrival", help="TTFT definition")
     p.add_argument("--roofline", action="store_true", help="the three-bound roofline baseline instead")
     p.add_argument("--json", action="store_true", help="print JSON")
+    from hydra_opt.cli.simulate_cmd import add_slo_args
+
+    add_slo_args(p)
     return p
 
 
@@ -49,6 +52,15 @@ def run(args: argparse.Namespace) -> int:
     d = est.to_dict()
     d["wall_s"] = wall
     d["estimator"] = "roofline" if args.roofline else "markov_fluid"
+    from hydra_opt.cli.simulate_cmd import _slo_lines, capacity_window, slo_of
+    from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
+
+    slo = slo_of(args)
+    extra = {"slo": slo.to_dict(), **estimated_slo(est, slo)}
+    if args.capacity:
+        extra.update(estimated_capacity(design, model, workload, options=opts, slo=slo,
+                                        window_s=capacity_window(args)).to_dict())
+    d.update(extra)
     if args.json:
         print(json.dumps(d, indent=1, sort_keys=True))
     else:
@@ -57,4 +69,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"TPOT mean    {est.tpot_mean_s:10.5f} s")
         print(f"bottleneck   {est.bottleneck}")
         print(f"wall         {wall * 1e3:10.3f} ms")
+        print(_slo_lines(extra))
     return 0

@@ -6,15 +6,16 @@ from ``hydra_opt.evaluate.estimate`` (the Markov/fluid estimator) and simulation
 ``hydra_opt.evaluate.simulate`` (the event-driven simulator). Tests of the pruner, search spaces and study
 mechanics use small evaluators written in the tests, so they do not depend on the simulator's speed or numbers.
 
-Both estimates and simulations carry ``accuracy_cost`` (:func:`design_accuracy_cost`): the quantisation accuracy
-drop of the design's precisions in percentage points vs FP16, from the DynaCore paper's Llama-3.1-8B table
-(Sec. 8.2; ``hydra_opt.hardware.dynacore.ACCURACY_DROP_PCT``). It depends only on the design, so every design the
+Both estimates and simulations carry ``accuracy_cost``
+(:func:`hydra_opt.hardware.dynacore.accuracy.design_accuracy_cost`): the quantisation accuracy drop of the design's
+precisions in percentage points vs FP16, from the DynaCore paper's Llama-3.1-8B table (Sec. 8.2). It depends only on the design, so every design the
 evaluator accepts has one and an ``accuracy_cost`` objective never fails mid-study.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -24,8 +25,6 @@ __all__ = [
     "SimOutcome",
     "HydraEvaluator",
     "numeric_dict",
-    "design_accuracy_cost",
-    "pair_accuracy_cost",
 ]
 
 
@@ -49,8 +48,8 @@ class Evaluator(Protocol):
     def design(self, design: Mapping[str, Any]) -> Any:
         """Build the design object from a design dict (raises ``ConfigError`` for a malformed dict)."""
 
-    def load(self, model: str, workload: str) -> tuple[Any, Any]:
-        """Load a (model, workload) pair by name or path."""
+    def load(self, model: Any, workload: Any) -> tuple[Any, Any]:
+        """Load a (model, workload) pair: names or paths, or objects a Python caller built."""
 
     def feasibility(self, design: Any, model: Any) -> list[str]:
         """Reasons the design cannot serve the model (empty = feasible); never raises for a bad design."""
@@ -79,16 +78,28 @@ def numeric_dict(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 
 @dataclass
 class HydraEvaluator:
-    """The real evaluator (estimator + simulator of :mod:`hydra_opt.evaluate`).
+    """The real evaluator (estimator + simulator of ``hydra_opt.evaluate``).
 
     Attributes:
-        estimate_options: Passed as ``options=`` to ``estimate``.
-        simulate_options: Passed as ``options=`` to ``simulate``.
+        estimate_options: ``options=`` of ``estimate``: an ``EstimatorOptions`` or a study file's ``estimate:``
+            mapping (None: defaults). A mapping shares the run settings the simulator options set
+            (``n_requests``, ``horizon_s``, ``warmup_frac``, ``ttft_from``, ``precision``) unless it gives them;
+            an ``EstimatorOptions`` object is used as given.
+        simulate_options: ``options=`` of ``simulate``: a ``SimOptions`` or a study file's ``simulate:`` mapping
+            (``preset: paper`` starts from ``SimOptions.paper()``; None: defaults).
+        file: File name for error messages.
+        slo: ``hydra_opt.evaluate.slo.Slo`` behind ``goodput_tok_s``/``slo_attainment`` (None: the default SLO);
+            both are added to every estimate and simulation.
+        capacity: ``objectives.CapacitySettings``: when set, ``capacity_req_s`` (and ``capacity_runs``) is added
+            too — by the estimator's search for estimates, by a simulated search started at the estimated capacity
+            for simulations (None: not computed; it costs several simulations).
     """
 
-    estimate_options: Mapping[str, Any] | None = None
-    simulate_options: Mapping[str, Any] | None = None
+    estimate_options: Any = None
+    simulate_options: Any = None
     file: str = "<study>"
+    slo: Any = None
+    capacity: Any = None
     _cache: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, repr=False)
     _sim_opts: Any = field(default=None, repr=False)
     _est_opts: Any = field(default=None, repr=False)
@@ -98,6 +109,9 @@ class HydraEvaluator:
         from hydra_opt.evaluate.estimator import EstimatorOptions
 
         self._sim_opts = _options(SimOptions, self.simulate_options, self.file, "simulate")
+        if isinstance(self.estimate_options, EstimatorOptions):
+            self._est_opts = self.estimate_options
+            return
         est = dict(self.estimate_options or {})
         # The estimate must describe the run the simulator performs: share the common settings unless given.
         if self._sim_opts is not None:
@@ -108,7 +122,7 @@ class HydraEvaluator:
 
     @property
     def sim_options(self) -> Any:
-        """The ``SimOptions`` :attr:`simulate_options` resolves to (``preset: paper`` applied; None: defaults)."""
+        """The ``SimOptions`` ``simulate_options`` resolves to (``preset: paper`` applied; None: defaults)."""
         return self._sim_opts
 
     def design(self, design: Mapping[str, Any]) -> Any:
@@ -116,12 +130,16 @@ class HydraEvaluator:
 
         return DesignPoint.from_dict(dict(design))
 
-    def load(self, model: str, workload: str) -> tuple[Any, Any]:
-        key = (model, workload)
-        if key not in self._cache:
-            from hydra_opt.workload.models import load_model
-            from hydra_opt.workload.workload import load_workload
+    def load(self, model: Any, workload: Any) -> tuple[Any, Any]:
+        """Load a (model, workload) pair: names or paths are read (once), ``Model``/``Workload`` objects pass."""
+        from hydra_opt.workload.models import load_model
+        from hydra_opt.workload.workload import load_workload
 
+        if not isinstance(model, (str, os.PathLike)) or not isinstance(workload, (str, os.PathLike)):
+            m = load_model(model) if isinstance(model, (str, os.PathLike)) else model
+            return m, load_workload(workload) if isinstance(workload, (str, os.PathLike)) else workload
+        key = (str(model), str(workload))
+        if key not in self._cache:
             self._cache[key] = (load_model(model), load_workload(workload))
         return self._cache[key]
 
@@ -134,7 +152,32 @@ class HydraEvaluator:
         from hydra_opt.evaluate.estimator import estimate
 
         est = estimate(design, model, workload, options=self._est_opts)
-        return _metrics_of(est, design, self._precision(self._est_opts))
+        slo = self._est_slo(est, design, model, workload)
+        return {**_metrics_of(est, design, self._precision(self._est_opts)), **slo}
+
+    def _slo(self) -> Any:
+        from hydra_opt.evaluate.slo import DEFAULT_SLO
+
+        return self.slo or DEFAULT_SLO
+
+    def _est_slo(self, est: Any, design: Any, model: Any, workload: Any) -> dict[str, float]:
+        """SLO metrics of an estimate (capacity by the estimator's search when :attr:`capacity` is set)."""
+        from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
+
+        out = estimated_slo(est, self._slo())
+        if self.capacity is not None:
+            c = estimated_capacity(design, model, self._capacity_workload(workload), options=self._est_opts,
+                                   slo=self._slo(), tolerance=self.capacity.tolerance, window_s=self.capacity.window_s)
+            out.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
+        return out
+
+    def _capacity_workload(self, workload: Any) -> Any:
+        n = getattr(self.capacity, "requests", None)
+        if n is None or not hasattr(workload, "n_requests"):
+            return workload
+        import dataclasses
+
+        return dataclasses.replace(workload, n_requests=int(n), horizon_s=None)
 
     def estimate_many(self, designs: list[Any], model: Any, workload: Any) -> list[dict[str, float]]:
         """Estimates of many designs at once (the estimator's vectorised design-space path)."""
@@ -142,13 +185,27 @@ class HydraEvaluator:
 
         prec = self._precision(self._est_opts)
         results = estimate_space(designs, model, workload, options=self._est_opts)
-        return [_metrics_of(e, d, prec) for e, d in zip(results, designs)]
+        return [{**_metrics_of(e, d, prec), **self._est_slo(e, d, model, workload)} for e, d in zip(results, designs)]
 
     def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> SimOutcome:
         from hydra_opt.evaluate import simulate
 
+        from hydra_opt.evaluate.simulator.goodput import simulated_capacity, slo_metrics
+
         res = simulate(design, model, workload, seed=seed, options=self._sim_opts)
-        return SimOutcome(_metrics_of(res, design, self._precision(self._sim_opts)), res)
+        metrics = {**_metrics_of(res, design, self._precision(self._sim_opts)), **slo_metrics(res, self._slo())}
+        if self.capacity is not None:
+            from hydra_opt.evaluate.estimator.goodput import estimated_capacity
+
+            cw = self._capacity_workload(workload)
+            window = self.capacity.window_s
+            start = estimated_capacity(design, model, cw, options=self._est_opts, slo=self._slo(),
+                                       tolerance=self.capacity.tolerance, window_s=window).capacity_req_s
+            c = simulated_capacity(design, model, cw, seed=seed, options=self._sim_opts, slo=self._slo(),
+                                   tolerance=self.capacity.tolerance, max_runs=self.capacity.max_runs,
+                                   start_req_s=start if start > 0 else None, window_s=window)
+            metrics.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
+        return SimOutcome(metrics, res)
 
     @staticmethod
     def _precision(opts: Any) -> str | None:
@@ -157,15 +214,18 @@ class HydraEvaluator:
 
 
 #: Settings that describe the evaluated run itself and must agree between estimator and simulator.
-_SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision")
+_SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision", "token_budget")
 
 
-def _options(cls: Any, data: Mapping[str, Any] | None, file: str, key: str) -> Any:
-    """An options dataclass from a study's mapping; ``preset: paper`` starts from ``cls.paper()``."""
+def _options(cls: Any, data: Any, file: str, key: str) -> Any:
+    """An options dataclass from a study's mapping (``preset: paper`` starts from ``cls.paper()``), or ``data``
+    itself when it already is one."""
     import dataclasses
 
     from hydra_opt.config import ConfigError
 
+    if isinstance(data, cls):
+        return data
     if not data:
         return None
     data = dict(data)
@@ -201,100 +261,7 @@ def _metrics_of(result: Any, design: Any, precision: str | None = None) -> dict[
         if isinstance(area, (int, float)):
             out["area_mm2"] = float(area)
     if "accuracy_cost" not in out and hasattr(design, "counts"):
+        from hydra_opt.hardware.dynacore.accuracy import design_accuracy_cost
+
         out["accuracy_cost"] = design_accuracy_cost(design, precision=precision)
     return out
-
-
-# -- quantisation accuracy cost ----------------------------------------------------------------------------------
-#: (weight bits, activation bits) of precision names without a DynaCore datapath. Assumption: an 8-bit float W8A8
-#: costs no more accuracy than the measured INT8 W8A8 (no FP8 figure exists in the DynaCore paper).
-_EXTRA_BITS: dict[str, tuple[int, int]] = {"fp8": (8, 8)}
-
-
-def _bits(name: str) -> tuple[int, int]:
-    """(weight bits, activation bits) of a precision name (``int8`` = W8A8, ``bf16`` = FP16 widths)."""
-    from hydra_opt.hardware.dynacore import get_datapath
-
-    low = str(name).lower()
-    if low in _EXTRA_BITS:
-        return _EXTRA_BITS[low]
-    dp = get_datapath(low, key="precision")
-    return dp.weight_bits, dp.act_bits
-
-
-def pair_accuracy_cost(prefill: str, decode: str) -> float:
-    """Accuracy cost, percentage points vs FP16, of prefilling at ``prefill`` and decoding at ``decode``.
-
-    A pair the DynaCore paper measured (Sec. 8.2: FP16 0, disaggregated W8A8+W4A16 0.07, W8A8 0.09, W4A8 1.51,
-    W4A16 2.81) gets its figure. Another pair gets the smallest figure among the measured policies that are at most
-    as precise in both phases (no more weight and no more activation bits): an upper bound under the assumption
-    that quantising less never costs accuracy. So FP16 prefill + W4A16 decode → 0.07 (the disaggregated pair is
-    at most as precise), FP16 prefill + W8A8 decode → 0.09, W8A8 prefill + FP16 decode → 0.07.
-
-    Raises:
-        ConfigError: For a precision name without operand widths (none of the shipped ones).
-    """
-    from hydra_opt.config import ConfigError
-    from hydra_opt.hardware.dynacore import ACCURACY_DROP_PCT, POLICIES
-
-    p, d = _bits(prefill), _bits(decode)
-    best = math.inf
-    for name, pol in POLICIES.items():
-        pp, dd = _bits(pol.prefill), _bits(pol.decode)
-        if (pp, dd) == (p, d):
-            return float(ACCURACY_DROP_PCT[name])
-        if pp[0] <= p[0] and pp[1] <= p[1] and dd[0] <= d[0] and dd[1] <= d[1]:
-            best = min(best, float(ACCURACY_DROP_PCT[name]))
-    if not math.isfinite(best):
-        raise ConfigError("has no accuracy figure (no measured policy is at most as precise)", key="precision",
-                          value=f"{prefill}+{decode}")
-    return best
-
-
-def design_accuracy_cost(design: Any, *, precision: str | None = None, library: Any = None) -> float:
-    """Quantisation accuracy cost of a design, percentage points vs FP16 (0 = full precision).
-
-    Each compute chiplet applies a precision in the phases it serves: library chiplets (``tscs_p``, ``tscs_d``,
-    ...) run ``precision`` (a study's ``simulate: {precision: ...}``), else the design's ``precision`` (HYDRA's
-    ``int8`` = W8A8), in the phases their library entry lists; DynaCore chiplets serve both phases at the design's
-    ``dynacore`` prefill/decode precisions (default W8A8 + W4A16). A request may be prefilled by any prefill-capable
-    chiplet and decoded by any decode-capable one, so the cost is the worst :func:`pair_accuracy_cost` over those
-    (prefill, decode) pairs. Examples: an int8 HYDRA design 0.09; ``tscs_p`` + DynaCore (W8A8, W4A16) 0.07 (the
-    paper's disaggregated pair); an FP16 design 0. The figures are Llama-3.1-8B's and are reused for every model
-    (docs/dynacore.md §1.6): an objective, not a prediction.
-
-    Args:
-        design: A ``hydra_opt.system.design.DesignPoint``.
-        precision: Precision forced on the library chiplets (None: ``design.precision``).
-        library: Chiplet library (default: the shipped one).
-    """
-    from hydra_opt.config import ConfigError
-    from hydra_opt.system.design import DynaCoreSettings
-
-    if library is None:
-        from hydra_opt.hardware.chiplets import ChipletLibrary
-
-        library = ChipletLibrary.default()
-    prec = precision or design.precision
-    prefill: set[str] = set()
-    decode: set[str] = set()
-    for name, n in design.counts:
-        if n <= 0:
-            continue
-        if name == "dynacore":
-            dyn = design.dynacore if design.dynacore is not None else DynaCoreSettings()
-            prefill.add(dyn.prefill_precision)
-            decode.add(dyn.decode_precision)
-            continue
-        try:
-            phases = library.spec(name).phases
-        except ConfigError:  # a hook/provider chiplet other than DynaCore: assume it serves both phases
-            phases = frozenset({"prefill", "decode"})
-        if "prefill" in phases:
-            prefill.add(prec)
-        if "decode" in phases:
-            decode.add(prec)
-    prefill, decode = prefill or decode, decode or prefill  # a one-phase design is infeasible; price what it has
-    if not prefill:
-        return 0.0
-    return max(pair_accuracy_cost(p, d) for p in sorted(prefill) for d in sorted(decode))

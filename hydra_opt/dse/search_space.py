@@ -26,7 +26,9 @@ The result of :meth:`SearchSpace.suggest` is a plain *design dict* in the ``Desi
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ __all__ = [
     "load_search_space",
     "parse_search_space",
     "ENCODINGS",
+    "design_key",
 ]
 
 #: Composition encodings (see the module docstring).
@@ -66,10 +69,15 @@ _SCALAR_KEYS: dict[str, type] = {
 }
 _POLICY_CHOICES: dict[str, tuple[str, ...]] = {
     "placement": ("cp", "rr", "random"),
-    "batching": ("static", "continuous"),
+    "batching": ("static", "continuous", "chunked"),
     "scheduler": ("static", "fcfs", "worksteal", "elastic"),
 }
 _PACKAGE_KEYS = ("grid_w", "grid_h", "slot_area_mm2")
+
+
+def design_key(design: Mapping[str, Any]) -> str:
+    """A short stable hash of a design dict (identical designs share it; studies and sweeps key trials by it)."""
+    return hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -304,6 +312,19 @@ class SearchSpace:
     package: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     encoding_explicit: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, file: str = "<search_space>") -> SearchSpace:
+        """A search space from a mapping in the ``search_spaces/*.yaml`` schema (``kind`` may be omitted).
+
+        Args:
+            data: The mapping (``docs/dse.md``).
+            file: Name used in error messages.
+
+        Raises:
+            ConfigError: The mapping is invalid (the message names the key and what is allowed).
+        """
+        return parse_search_space(Node({"kind": "search_space", **data}, file=file))
 
     # -- sampling -------------------------------------------------------------------------------------------
     def suggest(self, trial: optuna.trial.BaseTrial) -> dict[str, Any]:

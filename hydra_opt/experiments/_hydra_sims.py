@@ -9,6 +9,7 @@ import hashlib
 import math
 import os
 import pickle
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ __all__ = [
     "disk_cached",
     "SIM_CACHE_ENV",
     "score",
+    "finite_mean",
     "geomean",
     "clear_cache",
     "bar_chart",
@@ -49,9 +51,11 @@ _CODE_SHA: str | None = None
 _DESIGN_CACHE: dict[Path, Any] = {}
 
 
-def load_spec(key: str, path: str | Path | None = None, paths: ExperimentPaths | None = None) -> dict:
+def load_spec(key: str, path: str | Path | None = None, paths: ExperimentPaths | None = None, *,
+              horizon_s: float | None = None) -> dict:
     """The experiment YAML ``path``, else ``<checkout>/studies/paper/<key>.yaml`` of ``paths`` (default
-    :meth:`ExperimentPaths.default`), as a dict (checked: ``kind: paper_experiment``)."""
+    :meth:`ExperimentPaths.default`), as a dict (checked: ``kind: paper_experiment``); ``horizon_s`` replaces the
+    file's ``horizon_s`` (tests shrink runs with it)."""
     p = Path(path) if path else (paths or ExperimentPaths.default()).paper_dir / f"{key}.yaml"
     node = load_yaml(p)
     data = node.data
@@ -59,6 +63,8 @@ def load_spec(key: str, path: str | Path | None = None, paths: ExperimentPaths |
         raise ConfigError("must be a mapping with kind: paper_experiment", file=str(p), key="kind")
     data = dict(data)
     data["_dir"] = p.parent
+    if horizon_s is not None:
+        data["horizon_s"] = horizon_s
     return data
 
 
@@ -181,6 +187,12 @@ def score(throughput_tok_s: float, ttft_s: float, objective: str) -> float:
     if not (ttft_s > 0 and math.isfinite(ttft_s)):
         return math.nan
     return float(throughput_tok_s) / float(ttft_s)
+
+
+def finite_mean(values) -> float:
+    """Arithmetic mean of the finite values (NaN if none)."""
+    vals = [v for v in values if math.isfinite(v)]
+    return statistics.fmean(vals) if vals else math.nan
 
 
 def geomean(values) -> float:

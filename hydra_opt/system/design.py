@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 PLACEMENTS: tuple[str, ...] = ("cp", "rr", "random")
-BATCHINGS: tuple[str, ...] = ("static", "continuous")
+BATCHINGS: tuple[str, ...] = ("static", "continuous", "chunked")
 SCHEDULERS: tuple[str, ...] = ("static", "fcfs", "worksteal", "elastic")
 MEU_POLICIES: tuple[str, ...] = ("adaptive", "fixed")
 #: Precision names of the architecture contract, used only until ``hydra_opt.workload.precision`` exists.

@@ -34,6 +34,8 @@ class EstimatorOptions:
             artifact's definition).
         placement_preset: Placement preset whose memory groups the estimator assumes, as the simulator's
             (``"clean"``: ``SimOptions()``; ``"paper"``: ``SimOptions.paper()``).
+        token_budget: Tokens of one pass (``SimOptions.token_budget``): continuous batching's prefill pass,
+            chunked prefill's whole pass (decodes + chunks).
     """
 
     n_samples: int = 4000
@@ -49,6 +51,7 @@ class EstimatorOptions:
     warmup_frac: float = 0.1
     ttft_from: str = "arrival"
     placement_preset: str = "clean"
+    token_budget: int = 8192
 
     def __post_init__(self) -> None:
         if self.placement_preset not in ("clean", "paper"):

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hydra_opt.evaluate.opcost import task_energy_j
-from hydra_opt.runtime.batching import ContinuousBatcher, PagedMemory, StaticBatcher
+from hydra_opt.runtime.batching import ChunkedBatcher, ContinuousBatcher, PagedMemory, StaticBatcher, plan_chunks
 from hydra_opt.runtime.scheduling import ChipletView, ElasticScheduler, StaticScheduler, TaskScheduler, manhattan
 from hydra_opt.workload.cost import COST_FIELDS, BlockCost
 
@@ -73,7 +73,7 @@ class _Part:
     """
 
     __slots__ = ("batch", "phase", "pid", "rids", "vals", "block", "prev_chip", "epochs", "family", "mem_xy", "chip",
-                 "start", "cs_open", "flow_open", "res", "nbytes", "end", "seg", "omap")
+                 "start", "cs_open", "flow_open", "res", "nbytes", "end", "seg", "omap", "qs")
 
     def __init__(self, batch, phase, rids, vals, seg, omap):
         self.batch = batch
@@ -83,6 +83,7 @@ class _Part:
         self.vals = vals  # flat (rows × blocks) pass coefficients: row k of block b at k * n_blocks + b
         self.seg = seg  # the engine's seg_end list of this phase
         self.omap = omap  # the static scheduler's chiplet per block for this phase (None: ask the scheduler)
+        self.qs = None  # chunked prefill: each request's chunk tokens (None: whole prompts)
         self.block = 0
         self.prev_chip = -1
         self.chip = -1
@@ -175,128 +176,20 @@ class Engine:
         self.mesh = mesh
         self.link_bps = mesh.link_bw_gbps * 1e9
         self.hop_s = mesh.hop_latency_s
-        nb = model.n_blocks
-        self.nb = nb
+        self.nb = model.n_blocks
 
-        # --- per-chiplet-type linear time/energy coefficients: rows [comp_τ, sram_τ, energy_τ]*, mem, io -------
-        types: list = []
-        self.ctype: list[int] = []
-        for c in system.chiplets:
-            if c not in types:
-                types.append(c)
-            self.ctype.append(types.index(c))
-        self.T = len(types)
-        rows = []
-        mem_k, io_k = mem_coefficients(model.coeffs)
-        mem_pj = np.array([system.memories[m].energy_pj_per_byte for m in system.block_mem], dtype=np.float64)
-        cf = {f: model.coeffs[:, i, :] for i, f in enumerate(COST_FIELDS)}
-        for t in types:
-            comp, sram = time_coefficients(t, model.coeffs)
-            # Energy is linear in the cost fields too: price the coefficient matrices through opcost.
-            e = task_energy_j(t, BlockCost(**cf), 0.0, mem_pj[:, None])
-            rows += [comp, sram, np.asarray(e, dtype=np.float64) * np.ones_like(comp)]
-        rows += [mem_k, io_k]
-        self.K = np.stack(rows)  # (3T+2, nb, 6)
-        self.R_MEM = 3 * self.T
-        self.R_IO = 3 * self.T + 1
-
-        # --- topology -----------------------------------------------------------------------------------------
-        self.chip_node = list(system.chip_node)
-        self.block_mem = list(system.block_mem)
-        self.block_node = [system.mem_node[m] for m in self.block_mem]
-        self.families = list(model.families)
-        self.block_mem_xy = [mesh.xy(nd) for nd in self.block_node]
-        self.nc = len(system.chiplets)
-        native, family_any = compat_lists(system.chiplets, model.families)
-        # Per-chiplet load as a typed array (the schedulers index it as they would a list).
-        self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any,
-                                load=array("q", [0]) * self.nc)
-        self.stealing = type(scheduler).steal is not TaskScheduler.steal
-        # Per (phase, block) at pid * nb + block: the chiplets built for the task (idle ones may steal it).
-        self.p_native = [self.view.native[(self.families[b], p)] for p in _PHASES for b in range(nb)]
-        self._elastic_tables(scheduler)
-        # The static scheduler is a table lookup: skip the method call on the hot path.
-        self.static_map = None
-        if type(scheduler) is StaticScheduler:
-            om = scheduler.omega
-            self.static_map = {p: [om[(p, b)] for b in range(nb)] for p in ("prefill", "decode")}
-        self.hooks = dict(system.compute_hooks)
-        # Block fusion: per phase, the block after the end of the run of blocks starting at each block that Ω puts
-        # on one chiplet (without its own compute model) with weights on one memory node and of one family.
-        self.seg_end = {p: list(range(1, nb + 1)) for p in ("prefill", "decode")}
-        om = getattr(scheduler, "omega", None)
-        if options.fuse_blocks and om is not None:
-            for p in ("prefill", "decode"):
-                ends = self.seg_end[p]
-                for b in range(nb - 2, -1, -1):
-                    c = om[(p, b)]
-                    if (om[(p, b + 1)] == c and c not in self.hooks and self.block_node[b + 1] == self.block_node[b]
-                            and self.families[b + 1] == self.families[b]):
-                        ends[b] = ends[b + 1]
-        self.hook_cache: dict = {}
-        self.busy = array("q", [0]) * self.nc  # 1 while a task runs on the chiplet
-        self.busy_s = array("d", [0.0]) * self.nc
-        self.queues = self.view.queues  # the view's own lists (the schedulers read them)
-        self.load = self.view.load
-        self.energy_dyn = 0.0
-
-        # --- network --------------------------------------------------------------------------------------------
-        self.sharing = options.sharing
-        self.hopm = [[mesh.hops(a, b) for b in range(mesh.n_nodes)] for a in range(mesh.n_nodes)]
-        port_bw: dict[int, float] = {}
-        for m, nd in enumerate(system.mem_node):
-            port_bw[nd] = port_bw.get(nd, 0.0) + system.memories[m].bw_gbps
-        self.net = None
-        self.flows = None
-        if self.sharing == "maxmin":
-            from hydra_opt.hardware.noi import FlowNetwork
-
-            self.net = FlowNetwork(mesh, port_gbps=port_bw, sharing="maxmin", bin_s=options.link_bins_s)
-        port_res = {nd: mesh.n_links + i for i, nd in enumerate(sorted(port_bw))}
-        self.port_res = port_res
-        self.port_bw = port_bw
-        caps = [self.link_bps] * mesh.n_links + [port_bw[nd] * 1e9 for nd in sorted(port_bw)]
-        if self.sharing in ("fair", "equal"):
-            from hydra_opt.evaluate.simulator.flows import EqualShareFlows
-
-            self.flows = EqualShareFlows(caps, mesh.n_links, waterfill=self.sharing == "fair")
-        self.caps = caps
-        # Resources crossed by the flow from each block's memory to each chiplet: XY route links + memory port.
-        self.res_path: dict[tuple[int, int], tuple[int, ...]] = {}
-        for src in set(system.mem_node):
-            for dst in set(self.chip_node):
-                self.res_path[(src, dst)] = (*mesh.route(src, dst), port_res[src])
-        # Per (block, chiplet): (resources of the memory flow, its path latency); per chiplet pair: hand-off latency.
-        self.bc_path = [
-            [(self.res_path[(self.block_node[b], self.chip_node[c])],
-              self.hopm[self.block_node[b]][self.chip_node[c]] * self.hop_s) for c in range(self.nc)]
-            for b in range(nb)
-        ]
-        self.chip_lat = [[self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s for c in range(self.nc)]
-                         for a in range(self.nc)]
-        self.link_bytes = array("d", [0.0]) * len(caps)
-        self.bin_s = options.link_bins_s if self.net is None else None
-        self.bins = np.zeros((16, len(caps)))
-        self.flow_task: dict[int, object] = {}
-        self.flow_seq = 0
-
-        # --- memory -------------------------------------------------------------------------------------------
-        nm = len(system.memories)
-        free = np.array([m.capacity_bytes for m in system.memories], dtype=np.float64)
-        kv = np.zeros(nm)
-        st = np.zeros(nm)
-        for b in range(nb):
-            m = self.block_mem[b]
-            free[m] -= model.weight_bytes[b]
-            kv[m] += model.kv_bytes_per_token[b]
-            st[m] += model.state_bytes[b]
-        self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
-        self.mem_int = [0.0] * nm
-        self.mem_t = 0.0
+        self._init_coefficients(system, model)
+        self._init_topology(system, model, options, scheduler)
+        self._init_network(system, options)
+        self._init_memory(system, model, options)
 
         # --- batching -------------------------------------------------------------------------------------------
-        self.continuous = batching == "continuous"
-        if self.continuous:
+        self.continuous = batching in ("continuous", "chunked")  # chunked shares continuous admission/memory
+        self.chunked = batching == "chunked"
+        if self.chunked:
+            self.batcher = ChunkedBatcher(self.max_batch, options.token_budget, self._prefill_tokens)
+            self.batcher.form = self._form_empty
+        elif self.continuous:
             self.batcher = ContinuousBatcher(
                 self.max_batch, options.token_budget, lambda r: (self.prompt[r] + self.gen[r], self.prompt[r] + self.gen[r])
             )
@@ -314,6 +207,7 @@ class Engine:
         self.admit_t = [_INF] * n
         self.finish_t = [_INF] * n
         self.npre = [0] * n
+        self.pdone = [0] * n  # chunked prefill: context tokens already prefilled (reset on preemption)
         self.stage = [0] * n  # 0 needs prefill, 1 prefill in flight, 2 decoding
         self.epoch = [0] * n  # bumped on preemption
         self.run_task: list[_Part | None] = [None] * self.nc
@@ -559,6 +453,11 @@ class Engine:
     # HYDRA's systems). Static batching uses the same machinery without admissions: one prefill pass, then decode
     # passes until the last request finishes.
 
+    def _prefill_tokens(self, r: int) -> tuple[int, int]:
+        """Chunked prefill admission: (prefill tokens, context to hold) of ``r`` if admitted now."""
+        n = self.prompt[r] + self.gen[r]
+        return n, n
+
     def _form_empty(self, queue, mem):
         """Continuous: a new batch starts empty; :meth:`_start_prefill` admits into it."""
         head = queue[0]
@@ -573,7 +472,7 @@ class Engine:
             for b in list(self.batches.values()):
                 if not queue:
                     return
-                if b.pre is None and len(b.members) < self.max_batch:
+                if b.pre is None and len(b.members) < self.max_batch and (b.dec is None or not self.chunked):
                     self._start_prefill(b)
         while queue and len(self.batches) < self.max_batches:
             members = self.batcher.form(queue, self.mem)
@@ -614,6 +513,7 @@ class Engine:
         self.status[v] = QUEUED
         self.where[v] = -1
         self.stage[v] = 0
+        self.pdone[v] = 0
         self.epoch[v] += 1  # any pass in flight with v no longer counts it
         self.npre[v] += 1
         self.preempt_events += 1
@@ -650,6 +550,10 @@ class Engine:
         """Start the batch's prefill stream if idle (continuous: after admitting from the queue)."""
         if b.pre is not None:
             return
+        if self.chunked:
+            if b.dec is None:
+                self._start_pass(b)
+            return
         stage, prompt, gen = self.stage, self.prompt, self.gen
         if self.continuous and self.queue and len(b.members) < self.max_batch:
             pending = sum(prompt[r] + gen[r] for r in b.members if stage[r] == 0)
@@ -671,7 +575,7 @@ class Engine:
 
     def _start_decode(self, b: _Batch) -> None:
         """Start the batch's decode stream if idle: one pass over every decoding member."""
-        if b.dec is not None:
+        if b.dec is not None or self.chunked:
             return
         stage = self.stage
         if self.continuous:
@@ -679,8 +583,11 @@ class Engine:
                 if self.where[r] == b.bid and stage[r] == 2:
                     self._ensure(r)
         rids = [r for r in b.members if stage[r] == 2]
-        if not rids:
-            return
+        if rids:
+            self._decode_part(b, rids)
+
+    def _decode_part(self, b: _Batch, rids: list[int]) -> None:
+        """Dispatch one decode pass over ``rids`` (one new token each, at its own context)."""
         cap = self.model.max_context
         prompt, gen = self.prompt, self.gen
         cs = [min(prompt[r] + gen[r] - 1, cap) for r in rids]
@@ -691,6 +598,39 @@ class Engine:
         part.epochs = [self.epoch[r] for r in rids]
         b.dec = part
         self._dispatch(part)
+
+    def _start_pass(self, b: _Batch) -> None:
+        """Chunked prefill: start the batch's next pass (no pass of it in flight): every decode, then prefill chunks
+        of the prefilling members and of newly admitted requests within ``token_budget`` (runtime.batching)."""
+        stage, prompt, gen, pdone = self.stage, self.prompt, self.gen, self.pdone
+        for r in [r for r in b.members if stage[r] == 2]:
+            if self.where[r] == b.bid and stage[r] == 2:
+                self._ensure(r)
+        dec = [r for r in b.members if stage[r] == 2]
+        left = self.batcher.token_budget - len(dec)
+        room = left - sum(prompt[r] + gen[r] - pdone[r] for r in b.members if stage[r] == 0)
+        if self.queue and room > 0 and len(b.members) < self.max_batch:
+            before = len(b.members)
+            self.batcher.refill(b.members, room, self.queue, self.mem)
+            for r in b.members[before:]:
+                self._admit(r, b)
+        pre = [r for r in b.members if stage[r] == 0]
+        qs = plan_chunks([prompt[r] + gen[r] - pdone[r] for r in pre], left)
+        pre, qs = [r for r, q in zip(pre, qs) if q > 0], [q for q in qs if q > 0]
+        if pre:
+            cap = self.model.max_context
+            cs = [min(pdone[r], cap) for r in pre]
+            agg = np.array([1.0, len(pre), float(sum(qs)), float(sum(q * c for q, c in zip(qs, cs))),
+                            float(sum(q * q for q in qs)), float(sum(cs))])
+            for r in pre:
+                stage[r] = 1
+            part = _Part(b, "prefill", pre, self._pass_vals(agg), self.seg_end["prefill"], self._omap("prefill"))
+            part.qs = qs
+            part.epochs = [self.epoch[r] for r in pre]
+            b.pre = part
+            self._dispatch(part)
+        if dec:
+            self._decode_part(b, dec)
 
     def _pass_vals(self, agg: np.ndarray):
         """Every coefficient row priced at a pass's aggregates, flat (row k of block b at ``k * nb + b``): a float
@@ -715,9 +655,16 @@ class Engine:
         emitted = 0
         gen, out, epoch, stage = self.gen, self.out, self.epoch, self.stage
         prefill = part.phase == "prefill"
-        for r, ep in zip(part.rids, part.epochs):
+        chunks = part.qs
+        for k, (r, ep) in enumerate(zip(part.rids, part.epochs)):
             if epoch[r] != ep:
                 continue  # preempted while the pass was in flight
+            if chunks is not None:  # chunked prefill: a token only with the prompt's last chunk
+                pd = self.pdone[r] + chunks[k]
+                self.pdone[r] = pd
+                if pd < self.prompt[r] + gen[r]:
+                    stage[r] = 0
+                    continue
             gen[r] += 1
             emitted += 1
             if prefill:
@@ -974,7 +921,10 @@ class Engine:
         """Compute time from a chiplet's own model (cached per block, phase, batch shape and context bucket)."""
         part = task
         prompt, gen = self.prompt, self.gen
-        if part.phase == "prefill":
+        if part.phase == "prefill" and part.qs is not None:
+            ctx = [self.pdone[r] for r in part.rids]
+            new = list(part.qs)
+        elif part.phase == "prefill":
             ctx = [0] * len(part.rids)
             new = [prompt[r] + gen[r] for r in part.rids]
         else:
@@ -1098,3 +1048,127 @@ class Engine:
             preempt_events=self.preempt_events,
             n_arrived=self.n_arrived,
         )
+
+    # ---------------------------------------------------------------------------------------------- set-up
+    def _init_coefficients(self, system: SimSystem, model: SimModel) -> None:
+        """Per-chiplet-type linear time/energy coefficients: rows [comp_τ, sram_τ, energy_τ]*, mem, io."""
+        types: list = []
+        self.ctype: list[int] = []
+        for c in system.chiplets:
+            if c not in types:
+                types.append(c)
+            self.ctype.append(types.index(c))
+        self.T = len(types)
+        rows = []
+        mem_k, io_k = mem_coefficients(model.coeffs)
+        mem_pj = np.array([system.memories[m].energy_pj_per_byte for m in system.block_mem], dtype=np.float64)
+        cf = {f: model.coeffs[:, i, :] for i, f in enumerate(COST_FIELDS)}
+        for t in types:
+            comp, sram = time_coefficients(t, model.coeffs)
+            # Energy is linear in the cost fields too: price the coefficient matrices through opcost.
+            e = task_energy_j(t, BlockCost(**cf), 0.0, mem_pj[:, None])
+            rows += [comp, sram, np.asarray(e, dtype=np.float64) * np.ones_like(comp)]
+        rows += [mem_k, io_k]
+        self.K = np.stack(rows)  # (3T+2, nb, 6)
+        self.R_MEM = 3 * self.T
+        self.R_IO = 3 * self.T + 1
+
+    def _init_topology(self, system: SimSystem, model: SimModel, options: SimOptions, scheduler: TaskScheduler) -> None:
+        """Chiplet/memory nodes, scheduler views, block fusion segments, per-chiplet state."""
+        nb, mesh = self.nb, self.mesh
+        self.chip_node = list(system.chip_node)
+        self.block_mem = list(system.block_mem)
+        self.block_node = [system.mem_node[m] for m in self.block_mem]
+        self.families = list(model.families)
+        self.block_mem_xy = [mesh.xy(nd) for nd in self.block_node]
+        self.nc = len(system.chiplets)
+        native, family_any = compat_lists(system.chiplets, model.families)
+        # Per-chiplet load as a typed array (the schedulers index it as they would a list).
+        self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any,
+                                load=array("q", [0]) * self.nc)
+        self.stealing = type(scheduler).steal is not TaskScheduler.steal
+        # Per (phase, block) at pid * nb + block: the chiplets built for the task (idle ones may steal it).
+        self.p_native = [self.view.native[(self.families[b], p)] for p in _PHASES for b in range(nb)]
+        self._elastic_tables(scheduler)
+        # The static scheduler is a table lookup: skip the method call on the hot path.
+        self.static_map = None
+        if type(scheduler) is StaticScheduler:
+            om = scheduler.omega
+            self.static_map = {p: [om[(p, b)] for b in range(nb)] for p in ("prefill", "decode")}
+        self.hooks = dict(system.compute_hooks)
+        # Block fusion: per phase, the block after the end of the run of blocks starting at each block that Ω puts
+        # on one chiplet (without its own compute model) with weights on one memory node and of one family.
+        self.seg_end = {p: list(range(1, nb + 1)) for p in ("prefill", "decode")}
+        om = getattr(scheduler, "omega", None)
+        if options.fuse_blocks and om is not None:
+            for p in ("prefill", "decode"):
+                ends = self.seg_end[p]
+                for b in range(nb - 2, -1, -1):
+                    c = om[(p, b)]
+                    if (om[(p, b + 1)] == c and c not in self.hooks and self.block_node[b + 1] == self.block_node[b]
+                            and self.families[b + 1] == self.families[b]):
+                        ends[b] = ends[b + 1]
+        self.hook_cache: dict = {}
+        self.busy = array("q", [0]) * self.nc  # 1 while a task runs on the chiplet
+        self.busy_s = array("d", [0.0]) * self.nc
+        self.queues = self.view.queues  # the view's own lists (the schedulers read them)
+        self.load = self.view.load
+        self.energy_dyn = 0.0
+
+    def _init_network(self, system: SimSystem, options: SimOptions) -> None:
+        """Flow sharing model, routes and latencies of every (memory, chiplet) and chiplet pair, link accounting."""
+        nb, mesh = self.nb, self.mesh
+        self.sharing = options.sharing
+        self.hopm = [[mesh.hops(a, b) for b in range(mesh.n_nodes)] for a in range(mesh.n_nodes)]
+        port_bw: dict[int, float] = {}
+        for m, nd in enumerate(system.mem_node):
+            port_bw[nd] = port_bw.get(nd, 0.0) + system.memories[m].bw_gbps
+        self.net = None
+        self.flows = None
+        if self.sharing == "maxmin":
+            from hydra_opt.hardware.noi import FlowNetwork
+
+            self.net = FlowNetwork(mesh, port_gbps=port_bw, sharing="maxmin", bin_s=options.link_bins_s)
+        port_res = {nd: mesh.n_links + i for i, nd in enumerate(sorted(port_bw))}
+        self.port_res = port_res
+        self.port_bw = port_bw
+        caps = [self.link_bps] * mesh.n_links + [port_bw[nd] * 1e9 for nd in sorted(port_bw)]
+        if self.sharing in ("fair", "equal"):
+            from hydra_opt.evaluate.simulator.flows import EqualShareFlows
+
+            self.flows = EqualShareFlows(caps, mesh.n_links, waterfill=self.sharing == "fair")
+        self.caps = caps
+        # Resources crossed by the flow from each block's memory to each chiplet: XY route links + memory port.
+        self.res_path: dict[tuple[int, int], tuple[int, ...]] = {}
+        for src in set(system.mem_node):
+            for dst in set(self.chip_node):
+                self.res_path[(src, dst)] = (*mesh.route(src, dst), port_res[src])
+        # Per (block, chiplet): (resources of the memory flow, its path latency); per chiplet pair: hand-off latency.
+        self.bc_path = [
+            [(self.res_path[(self.block_node[b], self.chip_node[c])],
+              self.hopm[self.block_node[b]][self.chip_node[c]] * self.hop_s) for c in range(self.nc)]
+            for b in range(nb)
+        ]
+        self.chip_lat = [[self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s for c in range(self.nc)]
+                         for a in range(self.nc)]
+        self.link_bytes = array("d", [0.0]) * len(caps)
+        self.bin_s = options.link_bins_s if self.net is None else None
+        self.bins = np.zeros((16, len(caps)))
+        self.flow_task: dict[int, object] = {}
+        self.flow_seq = 0
+
+    def _init_memory(self, system: SimSystem, model: SimModel, options: SimOptions) -> None:
+        """Paged KV/state memory left after the weights, per memory."""
+        nb = self.nb
+        nm = len(system.memories)
+        free = np.array([m.capacity_bytes for m in system.memories], dtype=np.float64)
+        kv = np.zeros(nm)
+        st = np.zeros(nm)
+        for b in range(nb):
+            m = self.block_mem[b]
+            free[m] -= model.weight_bytes[b]
+            kv[m] += model.kv_bytes_per_token[b]
+            st[m] += model.state_bytes[b]
+        self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
+        self.mem_int = [0.0] * nm
+        self.mem_t = 0.0

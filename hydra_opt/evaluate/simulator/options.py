@@ -19,7 +19,7 @@ _CHOICES = {
     "throughput_window": ("measure", "whole_run"),
     "sharing": ("fair", "maxmin", "equal", "none"),
     "preempt_requeue": ("front", "back"),
-    "batching": (None, "static", "continuous"),
+    "batching": (None, "static", "continuous", "chunked"),
     "scheduler": (None, "static", "fcfs", "worksteal", "elastic"),
     "placement": (None, "cp", "rr", "random"),
     "mapping": ("bottleneck", "artifact"),
