@@ -34,9 +34,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         paths: ExperimentPaths | None = None) -> Section:
     """Simulate every Fig. 10 design and build the section (``datasets``/``horizon_s`` shrink it for tests)."""
     t0 = time.perf_counter()
-    spec = hs.load_spec("hydra_fig10", spec_path, paths)
-    if horizon_s is not None:
-        spec["horizon_s"] = horizon_s
+    spec = hs.load_spec("hydra_fig10", spec_path, paths, horizon_s=horizon_s)
     model = spec["model"]
     ds_map: dict[str, str] = spec["datasets"]
     dss = [d for d in (datasets or list(ds_map))]

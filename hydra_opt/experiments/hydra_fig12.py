@@ -34,9 +34,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         paths: ExperimentPaths | None = None) -> Section:
     """Simulate the 8 designs × 4 schedulers and build the section."""
     t0 = time.perf_counter()
-    spec = hs.load_spec("hydra_fig12", spec_path, paths)
-    if horizon_s is not None:
-        spec["horizon_s"] = horizon_s
+    spec = hs.load_spec("hydra_fig12", spec_path, paths, horizon_s=horizon_s)
     model = spec["model"]
     ds_map: dict[str, str] = spec["datasets"]
     dss = list(datasets or ds_map)

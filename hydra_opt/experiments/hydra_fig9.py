@@ -42,9 +42,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
     """Simulate baseline + 3 variants per model × dataset × objective and build the section."""
     t0 = time.perf_counter()
     Path(fig_dir).mkdir(parents=True, exist_ok=True)
-    spec = hs.load_spec("hydra_fig9", spec_path, paths)
-    if horizon_s is not None:
-        spec["horizon_s"] = horizon_s
+    spec = hs.load_spec("hydra_fig9", spec_path, paths, horizon_s=horizon_s)
     h = hs.horizon(spec, quick)
     short = h < 100
     ds_map: dict[str, str] = spec["datasets"]
