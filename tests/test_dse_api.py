@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import warnings
@@ -15,6 +16,7 @@ from optuna.trial import TrialState
 
 from dse_fakes import FakeEvaluator
 from hydra_opt.config import ConfigError
+from hydra_opt.dse.objective import trial_design
 from hydra_opt.dse.report import front_rows
 from hydra_opt.dse import (
     METRICS,
@@ -53,7 +55,7 @@ def _optimize(objective: DseObjective, n: int, *, seed: int = 3, **study_kw) -> 
 
 
 def _rows(study: optuna.Study) -> list[tuple]:
-    return [(t.state, t.values, t.user_attrs.get("promotion"), t.user_attrs.get("design")) for t in study.trials]
+    return [(t.state, t.values, t.user_attrs.get("promotion"), trial_design(t)) for t in study.trials]
 
 
 def test_from_objects_gives_the_trials_of_the_same_study_file(tmp_path: Path) -> None:
@@ -139,7 +141,7 @@ def test_search_space_in_python_three_ways_draws_the_same_designs(tmp_path: Path
     designs = []
     for space in (built, nokind, path):
         study = _optimize(_objective(search_space=space), 12)
-        designs.append([t.user_attrs["design"] for t in study.trials])
+        designs.append([trial_design(t) for t in study.trials])
     assert designs[0] == designs[1] == designs[2]
     with pytest.raises(ConfigError, match="slots"):
         SearchSpace.from_dict({**SPACE, "slots": 1})
@@ -227,3 +229,12 @@ def test_several_pairs_aggregate_as_the_objectives_say() -> None:
     per_pair = t.user_attrs["est_pairs"]
     assert set(per_pair) == {"m1/w1", "m2/w2"}
     assert t.user_attrs["est_throughput_tok_s"] == min(p["throughput_tok_s"] for p in per_pair.values())
+
+
+def test_grid_sampler_over_the_enumerated_space() -> None:
+    space = SearchSpace.from_dict({**SPACE, "memory": {"count": [4, 6]}, "chiplets": {
+        "tscs_p": {"min": 1, "max": 21}, "tscs_d": [2, 3]}}).with_encoding("enumerated")
+    objective = _objective(search_space=space, pruner=False)
+    study = _optimize(objective, 100, sampler=optuna.samplers.GridSampler(space.grid(), seed=0))
+    designs = {json.dumps(t.user_attrs["design"], sort_keys=True) for t in study.trials}
+    assert len(study.trials) == space.size() == len(designs) == 2 * 2 * 2 * 3  # every design once, then stop

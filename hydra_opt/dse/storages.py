@@ -33,7 +33,7 @@ from typing import Any
 import optuna
 
 from hydra_opt.config import ConfigError
-from hydra_opt.dse.storage_retry import enable_retries, is_transient, retrying_class
+from hydra_opt.dse.storage_retry import call_with_retries, enable_retries, is_transient, retrying_class
 
 __all__ = [
     "StorageOptions",
@@ -41,7 +41,9 @@ __all__ = [
     "redact_url",
     "is_rdb_url",
     "sqlite_url_for",
+    "require_existing",
     "repair_journal_tail",
+    "create_study_with_attrs",
     "SCHEMES",
 ]
 
@@ -219,6 +221,48 @@ def repair_journal_tail(path: str | Path, *, lock: Any = None) -> Path | None:
     return backup
 
 
+def create_study_with_attrs(storage: optuna.storages.BaseStorage, name: str, directions: list[str],
+                            user_attrs: dict[str, Any], system_attrs: dict[str, Any]) -> None:
+    """Create study ``name`` with its attributes: in one transaction on an RDB storage (a kill cannot leave the
+    study without them); elsewhere (journal) attribute records follow the creation record at once.
+
+    Raises:
+        optuna.exceptions.DuplicatedStudyError: The study exists (e.g. another worker created it first).
+    """
+    from optuna.study import StudyDirection
+
+    dirs = [StudyDirection.MAXIMIZE if d == "maximize" else StudyDirection.MINIMIZE for d in directions]
+    if not isinstance(storage, optuna.storages.RDBStorage):
+        study_id = storage.create_new_study(dirs, name)
+        for key, value in system_attrs.items():
+            storage.set_study_system_attr(study_id, key, value)
+        for key, value in user_attrs.items():
+            storage.set_study_user_attr(study_id, key, value)
+        return
+    call_with_retries(storage, "create_new_study", _create_rdb_study, storage, name, dirs, user_attrs, system_attrs)
+
+
+def _create_rdb_study(storage: optuna.storages.RDBStorage, name: str, dirs: list[Any], user_attrs: dict[str, Any],
+                      system_attrs: dict[str, Any]) -> None:
+    import json
+
+    import sqlalchemy.exc
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    try:
+        with _create_scoped_session(storage.scoped_session) as session:
+            study = models.StudyModel(study_name=name, directions=[
+                models.StudyDirectionModel(objective=i, direction=d) for i, d in enumerate(dirs)])
+            session.add(study)
+            for key, value in user_attrs.items():
+                session.add(models.StudyUserAttributeModel(study=study, key=key, value_json=json.dumps(value)))
+            for key, value in system_attrs.items():
+                session.add(models.StudySystemAttributeModel(study=study, key=key, value_json=json.dumps(value)))
+    except sqlalchemy.exc.IntegrityError:
+        raise optuna.exceptions.DuplicatedStudyError(f"study {name!r} exists") from None
+
+
 def _sqlite_wal(storage: optuna.storages.RDBStorage) -> None:
     """Switch every (new) connection of an SQLite storage to WAL + synchronous=NORMAL."""
     from sqlalchemy import event
@@ -285,3 +329,39 @@ def make_storage(url: str, options: StorageOptions | None = None) -> optuna.stor
             f"could not be opened: {scrub_secret(redact_url(str(exc)), url).splitlines()[0][:200]}", key="storage",
             value=redact_url(url),
         ) from None
+
+
+def require_existing(url: str, *, key: str = "--storage") -> None:
+    """Refuse a storage that does not exist yet, without creating it (read-only commands: ``report``, ``recover``).
+
+    A missing SQLite or journal file, or a database server without Optuna's tables, is a :class:`ConfigError`
+    (opening it with Optuna would create an empty storage). Redis is not checked: reading creates nothing there.
+    """
+    check_url(url, key=key)
+    scheme = _scheme(url)
+    shown = redact_url(url)
+    if scheme == "journal" or (scheme == "sqlite" and ":///" in url):
+        path = url.split("://", 1)[1] if scheme == "journal" else url.split(":///", 1)[1].split("?", 1)[0]
+        if path and path != ":memory:" and not Path(path).is_file():
+            raise ConfigError("does not exist (no such file; read-only commands never create a storage)",
+                              file="<cli>", key=key, value=shown)
+        return
+    if not is_rdb_url(url):
+        return
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(with_driver(url), pool_pre_ping=True)
+        try:
+            has = sqlalchemy.inspect(engine).has_table("studies")
+        finally:
+            engine.dispose()
+    except ImportError as exc:
+        raise ConfigError(f"needs a database driver that is not installed: {exc.name}", file="<cli>", key=key,
+                          value=shown) from None
+    except Exception as exc:  # noqa: BLE001 - a connection problem is a user-facing storage error
+        raise ConfigError(f"could not be opened: {scrub_secret(redact_url(str(exc)), url).splitlines()[0][:200]}",
+                          file="<cli>", key=key, value=shown) from None
+    if not has:
+        raise ConfigError("holds no Optuna storage (no 'studies' table; read-only commands never create one)",
+                          file="<cli>", key=key, value=shown)

@@ -97,7 +97,7 @@ class SimResult:
             f"{self.window_s[1]:.2f} s; whole run {self.throughput_whole_run_tok_s:.2f} tok/s)",
             f"TTFT ({self.ttft_from:11s}) mean {self.ttft_mean_s:.4f} s  p50 {self.ttft_p50_s:.4f} s  "
             f"p90 {self.ttft_p90_s:.4f} s  p99 {self.ttft_p99_s:.4f} s",
-            f"TPOT              mean {self.tpot_mean_s * 1e3:.3f} ms  p99 {self.tpot_p99_s * 1e3:.3f} ms",
+            f"TPOT              mean {self.tpot_mean_s:.5f} s  p99 {self.tpot_p99_s:.5f} s",
             f"end-to-end        mean {self.e2e_mean_s:.4f} s  p99 {self.e2e_p99_s:.4f} s",
             f"requests          arrived {self.arrived_requests}  completed {self.completed_requests}  running "
             f"{self.running_requests}  queued {self.queued_requests}  rejected {self.rejected_requests}  "
@@ -108,7 +108,7 @@ class SimResult:
             f"link utilisation  mean {self.link_util_mean:.1%}  max {self.link_util_max:.1%}",
             f"HBM occupancy     mean {self.hbm_mean_frac:.1%}  peak {self.hbm_peak_frac:.1%} (of runtime capacity)",
             f"HBM bandwidth     " + "  ".join(f"{u:.0%}" for u in self.hbm_bw_util) + " (per memory chiplet)",
-            f"energy            {self.energy_j:.3f} J  ({self.energy_per_token_j * 1e3:.4f} mJ/token)",
+            f"energy            {self.energy_j:.3f} J  ({self.energy_per_token_j:.4g} J/token)",
         ]
         return "\n".join(lines)
 
