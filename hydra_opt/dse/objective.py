@@ -39,7 +39,7 @@ from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_obj
 from hydra_opt.dse.pruner import Promotion, PromotionPruner
 from hydra_opt.dse.reasons import PROMOTION_TEXT, note_markdown, save_trial_note
 from hydra_opt.dse.samplers import CONSTRAINTS_ATTR
-from hydra_opt.dse.search_space import SearchSpace, load_search_space
+from hydra_opt.dse.search_space import SearchSpace, design_label, load_search_space
 from hydra_opt.dse.spec import PrunerSpec, StudySpec, design_key, load_study_spec
 
 __all__ = ["DseObjective", "TrialReport", "BudgetReached", "FINISHED_STATES", "PLAN_ATTR", "DESIGN_ATTR", "trial_design"]
@@ -62,8 +62,6 @@ def trial_design(t: Any) -> dict[str, Any]:
 
 
 def _store_design(trial: optuna.Trial, design: dict[str, Any]) -> None:
-    from hydra_opt.dse.report import design_label
-
     trial.storage.set_trial_system_attr(trial._trial_id, DESIGN_ATTR, design)
     trial.set_user_attr(DESIGN_ATTR, design_label(design))
 

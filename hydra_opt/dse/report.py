@@ -27,6 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_reason
+from hydra_opt.dse.search_space import design_label
 
 __all__ = [
     "FrontRow",
@@ -45,6 +46,7 @@ __all__ = [
     "pareto_figure",
     "publish_to_dashboard",
     "DASHBOARD_PLOT_ID",
+    "LOG_AXIS_RATIO",
 ]
 
 
@@ -101,26 +103,6 @@ def trial_design(t: FrozenTrial) -> dict[str, Any]:
     from hydra_opt.dse.objective import trial_design as get
 
     return get(t)
-
-
-def design_label(design: dict[str, Any] | str | None) -> str:
-    """Compact design text: ``tscs_d=17 tscs_p=5 HBM=2 D2D=256GB/s B=8`` (a label is returned as is)."""
-    if isinstance(design, str):
-        return design
-    if not design:
-        return "?"
-    parts = [f"{k}={v}" for k, v in (design.get("chiplets") or {}).items()]
-    parts.append(f"HBM={design.get('n_mem')}")
-    if "d2d_bw_gbps" in design:
-        parts.append(f"D2D={design['d2d_bw_gbps']}GB/s")
-    if "max_batch" in design:
-        parts.append(f"B={design['max_batch']}")
-    for k in ("placement", "batching", "scheduler"):
-        if k in design and design[k] not in ("cp", "static"):
-            parts.append(f"{k}={design[k]}")
-    if design.get("dynacore"):
-        parts.append("dynacore=" + ",".join(f"{k}:{v}" for k, v in design["dynacore"].items()))
-    return " ".join(parts)
 
 
 @dataclass

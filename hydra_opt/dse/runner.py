@@ -38,6 +38,7 @@ __all__ = [
     "count_finished",
     "summarize",
     "SPEC_ATTR",
+    "FEASIBILITY_SCAN",
 ]
 
 #: Study user attribute holding the fingerprint of the spec that created the study.
@@ -262,6 +263,7 @@ def summarize(study: optuna.Study, spec: StudySpec, finished_before: int, wall_s
 #: How many designs of the search space ``python -m hydra_opt validate`` checks for feasibility (evenly spread over
 #: the first :data:`FEASIBILITY_SCAN` designs in enumeration order).
 FEASIBILITY_SAMPLE = 400
+#: How many designs, in enumeration order, that sample is spread over.
 FEASIBILITY_SCAN = 100_000
 
 

@@ -65,7 +65,7 @@ __all__ = [
     "work",
 ]
 
-#: Study user attribute: the sweep's definition, its number of designs and whether its queue is complete.
+#: Study user attribute holding the sweep's definition, its number of designs and whether its queue is complete.
 SWEEP_ATTR = "hydra_opt_sweep"
 #: Trial user attribute of a trial that did not simulate because a live trial of lower number holds its design.
 DUPLICATE_ATTR = "sweep_duplicate_of"
