@@ -39,8 +39,9 @@ from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_obj
 from hydra_opt.dse.pruner import Promotion, PromotionPruner
 from hydra_opt.dse.reasons import PROMOTION_TEXT, note_markdown, save_trial_note
 from hydra_opt.dse.samplers import CONSTRAINTS_ATTR
-from hydra_opt.dse.search_space import SearchSpace, design_label, load_search_space
+from hydra_opt.dse.search_space import SearchSpace, load_search_space
 from hydra_opt.dse.spec import PrunerSpec, StudySpec, design_key, load_study_spec
+from hydra_opt.dse.trial_design import DESIGN_ATTR, design_label, trial_design
 
 __all__ = ["DseObjective", "TrialReport", "BudgetReached", "FINISHED_STATES", "PLAN_ATTR", "DESIGN_ATTR", "trial_design"]
 
@@ -48,17 +49,6 @@ __all__ = ["DseObjective", "TrialReport", "BudgetReached", "FINISHED_STATES", "P
 FINISHED_STATES: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
 #: Trial user attribute set on a trial the calibrated simulation plan enqueued; its value is the plan's reason.
 PLAN_ATTR = "planned"
-#: Trial system attribute holding the full design dict (the user attribute of that name holds its label).
-DESIGN_ATTR = "design"
-
-
-def trial_design(t: Any) -> dict[str, Any]:
-    """The design dict of a (frozen) trial: the system attribute, or the user attribute of older studies."""
-    d = t.system_attrs.get(DESIGN_ATTR)
-    if isinstance(d, dict):
-        return d
-    d = t.user_attrs.get(DESIGN_ATTR)
-    return d if isinstance(d, dict) else {}
 
 
 def _store_design(trial: optuna.Trial, design: dict[str, Any]) -> None:
@@ -307,7 +297,9 @@ class DseObjective:
                 for r in self.evaluator.feasibility(design, model):
                     reasons.append(r if len(self.pairs) == 1 else f"{pkey}: {r}")
         if reasons:
-            trial.set_user_attr("infeasible", reasons[:20])
+            # All reasons in the system attribute (trial_infeasible); the user attribute stays one short line.
+            trial.storage.set_trial_system_attr(trial._trial_id, "infeasible", reasons[:20])
+            trial.set_user_attr("infeasible", reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""))
             trial.set_user_attr(CONSTRAINTS_ATTR, [float(len(reasons))] + [1.0] * (self.n_constraints - 1))
             report.infeasible = reasons
             save_trial_note(trial, note_markdown("infeasible", reasons))

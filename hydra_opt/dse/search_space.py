@@ -47,7 +47,6 @@ __all__ = [
     "parse_search_space",
     "ENCODINGS",
     "design_key",
-    "design_label",
 ]
 
 #: Composition encodings (see the module docstring).
@@ -79,26 +78,6 @@ _PACKAGE_KEYS = ("grid_w", "grid_h", "slot_area_mm2")
 def design_key(design: Mapping[str, Any]) -> str:
     """A short stable hash of a design dict (identical designs share it; studies and sweeps key trials by it)."""
     return hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def design_label(design: dict[str, Any] | str | None) -> str:
-    """Compact design text: ``tscs_d=17 tscs_p=5 HBM=2 D2D=256GB/s B=8`` (a label is returned as is)."""
-    if isinstance(design, str):
-        return design
-    if not design:
-        return "?"
-    parts = [f"{k}={v}" for k, v in (design.get("chiplets") or {}).items()]
-    parts.append(f"HBM={design.get('n_mem')}")
-    if "d2d_bw_gbps" in design:
-        parts.append(f"D2D={design['d2d_bw_gbps']}GB/s")
-    if "max_batch" in design:
-        parts.append(f"B={design['max_batch']}")
-    for k in ("placement", "batching", "scheduler"):
-        if k in design and design[k] not in ("cp", "static"):
-            parts.append(f"{k}={design[k]}")
-    if design.get("dynacore"):
-        parts.append("dynacore=" + ",".join(f"{k}:{v}" for k, v in design["dynacore"].items()))
-    return " ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ def estimated_capacity(
     """``capacity_req_s`` estimated: the largest mean rate at which the estimated attainment reaches
     ``slo.attainment``, over the workload's request stream with scaled inter-arrival times (as the simulator's,
     ``window_s`` too)."""
-    from hydra_opt.evaluate.estimator.core import estimate, resolve
+    from hydra_opt.evaluate.estimator.core import resolve
+    from hydra_opt.evaluate.estimator.single import estimate
 
     opts = options or EstimatorOptions()
     design, model, workload = resolve(design, model, workload)

@@ -35,7 +35,7 @@ import numpy as np
 
 from hydra_opt.evaluate.opcost import task_energy_j
 from hydra_opt.runtime.batching import ChunkedBatcher, ContinuousBatcher, PagedMemory, StaticBatcher, plan_chunks
-from hydra_opt.runtime.scheduling import ChipletView, StaticScheduler, TaskScheduler
+from hydra_opt.runtime.scheduling import ChipletView, ElasticScheduler, StaticScheduler, TaskScheduler, manhattan
 from hydra_opt.workload.cost import COST_FIELDS, BlockCost
 
 from hydra_opt.evaluate.simulator.options import SimOptions
@@ -61,6 +61,8 @@ except ImportError:
 PENDING, QUEUED, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 # Event kinds.
 _EV_COMPUTE, _EV_FLOW, _EV_DRAIN = 0, 1, 2
+# Pass phases; a part's ``pid`` indexes the engine's per-(phase, block) tables at ``pid * n_blocks + block``.
+_PHASES = ("prefill", "decode")
 
 
 class _Part:
@@ -70,12 +72,13 @@ class _Part:
     ``block`` is the task's block, ``chip`` its chiplet, and the scheduler reads ``phase``/``family``/``mem_xy``.
     """
 
-    __slots__ = ("batch", "phase", "rids", "vals", "block", "prev_chip", "epochs", "family", "mem_xy", "chip",
+    __slots__ = ("batch", "phase", "pid", "rids", "vals", "block", "prev_chip", "epochs", "family", "mem_xy", "chip",
                  "start", "cs_open", "flow_open", "res", "nbytes", "end", "seg", "omap", "qs")
 
     def __init__(self, batch, phase, rids, vals, seg, omap):
         self.batch = batch
         self.phase = phase
+        self.pid = _PHASES.index(phase)
         self.rids = rids
         self.vals = vals  # flat (rows × blocks) pass coefficients: row k of block b at k * n_blocks + b
         self.seg = seg  # the engine's seg_end list of this phase
@@ -173,127 +176,18 @@ class Engine:
         self.mesh = mesh
         self.link_bps = mesh.link_bw_gbps * 1e9
         self.hop_s = mesh.hop_latency_s
-        nb = model.n_blocks
-        self.nb = nb
+        self.nb = model.n_blocks
 
-        # --- per-chiplet-type linear time/energy coefficients: rows [comp_τ, sram_τ, energy_τ]*, mem, io -------
-        types: list = []
-        self.ctype: list[int] = []
-        for c in system.chiplets:
-            if c not in types:
-                types.append(c)
-            self.ctype.append(types.index(c))
-        self.T = len(types)
-        rows = []
-        mem_k, io_k = mem_coefficients(model.coeffs)
-        mem_pj = np.array([system.memories[m].energy_pj_per_byte for m in system.block_mem], dtype=np.float64)
-        cf = {f: model.coeffs[:, i, :] for i, f in enumerate(COST_FIELDS)}
-        for t in types:
-            comp, sram = time_coefficients(t, model.coeffs)
-            # Energy is linear in the cost fields too: price the coefficient matrices through opcost.
-            e = task_energy_j(t, BlockCost(**cf), 0.0, mem_pj[:, None])
-            rows += [comp, sram, np.asarray(e, dtype=np.float64) * np.ones_like(comp)]
-        rows += [mem_k, io_k]
-        self.K = np.stack(rows)  # (3T+2, nb, 6)
-        self.R_MEM = 3 * self.T
-        self.R_IO = 3 * self.T + 1
-
-        # --- topology -----------------------------------------------------------------------------------------
-        self.chip_node = list(system.chip_node)
-        self.block_mem = list(system.block_mem)
-        self.block_node = [system.mem_node[m] for m in self.block_mem]
-        self.families = list(model.families)
-        self.block_mem_xy = [mesh.xy(nd) for nd in self.block_node]
-        self.nc = len(system.chiplets)
-        native, family_any = compat_lists(system.chiplets, model.families)
-        self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any)
-        self.stealing = type(scheduler).steal is not TaskScheduler.steal
-        # The static scheduler is a table lookup: skip the method call on the hot path.
-        self.static_map = None
-        if type(scheduler) is StaticScheduler:
-            om = scheduler.omega
-            self.static_map = {p: [om[(p, b)] for b in range(nb)] for p in ("prefill", "decode")}
-        self.hooks = dict(system.compute_hooks)
-        # Block fusion: per phase, the block after the end of the run of blocks starting at each block that Ω puts
-        # on one chiplet (without its own compute model) with weights on one memory node and of one family.
-        self.seg_end = {p: list(range(1, nb + 1)) for p in ("prefill", "decode")}
-        om = getattr(scheduler, "omega", None)
-        if options.fuse_blocks and om is not None:
-            for p in ("prefill", "decode"):
-                ends = self.seg_end[p]
-                for b in range(nb - 2, -1, -1):
-                    c = om[(p, b)]
-                    if (om[(p, b + 1)] == c and c not in self.hooks and self.block_node[b + 1] == self.block_node[b]
-                            and self.families[b + 1] == self.families[b]):
-                        ends[b] = ends[b + 1]
-        self.hook_cache: dict = {}
-        self.busy = array("q", [0]) * self.nc  # 1 while a task runs on the chiplet
-        self.busy_s = array("d", [0.0]) * self.nc
-        self.queues = self.view.queues  # the view's own lists (the schedulers read them)
-        self.load = self.view.load
-        self.energy_dyn = 0.0
-
-        # --- network --------------------------------------------------------------------------------------------
-        self.sharing = options.sharing
-        self.hopm = [[mesh.hops(a, b) for b in range(mesh.n_nodes)] for a in range(mesh.n_nodes)]
-        port_bw: dict[int, float] = {}
-        for m, nd in enumerate(system.mem_node):
-            port_bw[nd] = port_bw.get(nd, 0.0) + system.memories[m].bw_gbps
-        self.net = None
-        self.flows = None
-        if self.sharing == "maxmin":
-            from hydra_opt.hardware.noi import FlowNetwork
-
-            self.net = FlowNetwork(mesh, port_gbps=port_bw, sharing="maxmin", bin_s=options.link_bins_s)
-        port_res = {nd: mesh.n_links + i for i, nd in enumerate(sorted(port_bw))}
-        self.port_res = port_res
-        self.port_bw = port_bw
-        caps = [self.link_bps] * mesh.n_links + [port_bw[nd] * 1e9 for nd in sorted(port_bw)]
-        if self.sharing in ("fair", "equal"):
-            from hydra_opt.evaluate.simulator.flows import EqualShareFlows
-
-            self.flows = EqualShareFlows(caps, mesh.n_links, waterfill=self.sharing == "fair")
-        self.caps = caps
-        # Resources crossed by the flow from each block's memory to each chiplet: XY route links + memory port.
-        self.res_path: dict[tuple[int, int], tuple[int, ...]] = {}
-        for src in set(system.mem_node):
-            for dst in set(self.chip_node):
-                self.res_path[(src, dst)] = (*mesh.route(src, dst), port_res[src])
-        # Per (block, chiplet): (resources of the memory flow, its path latency); per chiplet pair: hand-off latency.
-        self.bc_path = [
-            [(self.res_path[(self.block_node[b], self.chip_node[c])],
-              self.hopm[self.block_node[b]][self.chip_node[c]] * self.hop_s) for c in range(self.nc)]
-            for b in range(nb)
-        ]
-        self.chip_lat = [[self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s for c in range(self.nc)]
-                         for a in range(self.nc)]
-        self.link_bytes = array("d", [0.0]) * len(caps)
-        self.bin_s = options.link_bins_s if self.net is None else None
-        self.bins = np.zeros((16, len(caps)))
-        self.flow_task: dict[int, object] = {}
-        self.flow_seq = 0
-
-        # --- memory -------------------------------------------------------------------------------------------
-        nm = len(system.memories)
-        free = np.array([m.capacity_bytes for m in system.memories], dtype=np.float64)
-        kv = np.zeros(nm)
-        st = np.zeros(nm)
-        for b in range(nb):
-            m = self.block_mem[b]
-            free[m] -= model.weight_bytes[b]
-            kv[m] += model.kv_bytes_per_token[b]
-            st[m] += model.state_bytes[b]
-        self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
-        self.mem_int = [0.0] * nm
-        self.mem_t = 0.0
+        self._init_coefficients(system, model)
+        self._init_topology(system, model, options, scheduler)
+        self._init_network(system, options)
+        self._init_memory(system, model, options)
 
         # --- batching -------------------------------------------------------------------------------------------
         self.continuous = batching in ("continuous", "chunked")  # chunked shares continuous admission/memory
         self.chunked = batching == "chunked"
         if self.chunked:
-            self.batcher = ChunkedBatcher(
-                self.max_batch, options.token_budget, lambda r: (self.prompt[r] + self.gen[r], self.prompt[r] + self.gen[r])
-            )
+            self.batcher = ChunkedBatcher(self.max_batch, options.token_budget, self._prefill_tokens)
             self.batcher.form = self._form_empty
         elif self.continuous:
             self.batcher = ContinuousBatcher(
@@ -559,6 +453,11 @@ class Engine:
     # HYDRA's systems). Static batching uses the same machinery without admissions: one prefill pass, then decode
     # passes until the last request finishes.
 
+    def _prefill_tokens(self, r: int) -> tuple[int, int]:
+        """Chunked prefill admission: (prefill tokens, context to hold) of ``r`` if admitted now."""
+        n = self.prompt[r] + self.gen[r]
+        return n, n
+
     def _form_empty(self, queue, mem):
         """Continuous: a new batch starts empty; :meth:`_start_prefill` admits into it."""
         head = queue[0]
@@ -799,10 +698,117 @@ class Engine:
         b.members.remove(r)
         self.n_done += 1
 
+    # ------------------------------------------------------------------------------------- elastic scheduler
+    # ElasticScheduler.choose/steal (hydra_opt.runtime.scheduling, the reference) evaluated on the engine's own
+    # state: per-(phase, block) candidate lists and Ω, per-(block, chiplet) distances and per-chiplet
+    # (family, phase) flags are tables, so a decision is a few C loops instead of Python calls, tuples and
+    # closures. Same decisions, in the same order of evaluation (the bit-identity checks compare both).
+    def _elastic_tables(self, scheduler) -> None:
+        self.elastic = type(scheduler) is ElasticScheduler
+        if not self.elastic:
+            return
+        nb, nc, view = self.nb, self.nc, self.view
+        self.el_spread = scheduler.spread
+        self.el_margin = scheduler.lend_margin
+        self.el_w = scheduler.distance_weight
+        self.el_lend = scheduler.lend
+        keys = sorted(view.native)
+        kid = {k: i for i, k in enumerate(keys)}
+        self.el_nk = len(keys)
+        self.p_key = array("q", [kid[(self.families[b], p)] for p in _PHASES for b in range(nb)])
+        self.p_pref = array("q", [scheduler.omega[(p, b)] for p in _PHASES for b in range(nb)])
+        self.p_lent = [scheduler._pool(self.families[b], p, view)[1] for p in _PHASES for b in range(nb)]
+        self.el_serves = array("q", [int(k in view.serves[c]) for c in range(nc) for k in keys])
+        self.el_famok = array("q", [int(k[0] in {f for f, _ in view.serves[c]}) for c in range(nc) for k in keys])
+        self.el_dist = array("q", [manhattan(view.xy[c], self.block_mem_xy[b]) for b in range(nb) for c in range(nc)])
+
+    def _el_min(self, cands: list, blk: int) -> int:
+        """The candidate minimising ``(load + distance_weight · hops to the block's memory, load, index)``."""
+        load, dist, nc, w = self.load, self.el_dist, self.nc, self.el_w
+        best = -1
+        bs = 0.0
+        bl = 0
+        for c in cands:
+            ld = load[c]
+            s = ld + w * dist[blk * nc + c]
+            if best < 0 or s < bs or (s == bs and (ld < bl or (ld == bl and c < best))):
+                best = c
+                bs = s
+                bl = ld
+        return best
+
+    def _el_choose(self, task: _Part) -> int:
+        """:meth:`ElasticScheduler.choose`."""
+        blk = task.block
+        i = task.pid * self.nb + blk
+        pref = self.p_pref[i]
+        native = self.p_native[i]
+        lent = self.p_lent[i]
+        load = self.load
+        lmin = load[native[0]]
+        for c in native:
+            if load[c] < lmin:
+                lmin = load[c]
+        lend_ok = False
+        if lent:
+            m = load[lent[0]]
+            for c in lent:
+                if load[c] < m:
+                    m = load[c]
+            lend_ok = m + self.el_margin <= lmin
+        if load[pref] - lmin < self.el_spread and not lend_ok:
+            return pref
+        best = self._el_min(native, blk)
+        if lend_ok:
+            alt = self._el_min(lent, blk)
+            if load[alt] + self.el_margin <= load[best]:
+                return alt
+        return best
+
+    def _el_steal(self, idle: int):
+        """:meth:`ElasticScheduler.steal`: the task to move to ``idle`` (its chiplet in ``self.victim``) or None."""
+        spread = self.el_spread
+        nk = self.el_nk
+        nc = self.nc
+        serves, famok, dist, load, queues = self.el_serves, self.el_famok, self.el_dist, self.load, self.queues
+        lend = self.el_lend
+        best = None
+        bv = -1
+        bl = 0
+        bd = 0
+        for victim in range(nc):
+            q = queues[victim]
+            if victim == idle or len(q) < spread - 1:
+                continue
+            lv = load[victim]
+            if lv < spread:
+                continue
+            for task in reversed(q):  # newest first: it would wait longest where it is
+                k = self.p_key[task.pid * self.nb + task.block]
+                native = serves[idle * nk + k]
+                if not native and not (lend and famok[idle * nk + k]):
+                    continue
+                if not native and lv < spread + self.el_margin:
+                    continue
+                d = dist[task.block * nc + idle]
+                if bv < 0 or lv > bl or (lv == bl and d < bd):  # min of (-load, hops, victim); victims ascend
+                    best = task
+                    bv = victim
+                    bl = lv
+                    bd = d
+                break
+        self.victim = bv
+        return best
+
     # ----------------------------------------------------------------------------------------------- tasks
     def _ready(self, task: _Part) -> None:
         omap = task.omap
-        c = omap[task.block] if omap is not None else self.sched.choose(task, task.block, self.view)
+        if omap is not None:
+            c = omap[task.block]
+        elif self.elastic:
+            c = self._el_choose(task)
+        else:
+            c = self.sched.choose(task, task.block, self.view)
         task.chip = c
         queues = self.queues
         queues[c].append(task)
@@ -810,7 +816,7 @@ class Engine:
         if not self.busy[c]:
             self._start_next(c)
         elif self.stealing:
-            for idle in self.view.native[(task.family, task.phase)]:
+            for idle in self.p_native[task.pid * self.nb + task.block]:
                 if not self.busy[idle] and not queues[idle]:
                     self._start_next(idle)
                     if not queues[c]:
@@ -821,10 +827,16 @@ class Engine:
         if q:
             task = q.popleft()
         elif self.stealing:
-            got = self.sched.steal(c, self.view)
-            if got is None:
-                return
-            victim, task = got
+            if self.elastic:
+                task = self._el_steal(c)
+                if task is None:
+                    return
+                victim = self.victim
+            else:
+                got = self.sched.steal(c, self.view)
+                if got is None:
+                    return
+                victim, task = got
             self.queues[victim].remove(task)
             self.load[victim] -= 1
             self.load[c] += 1
@@ -1036,3 +1048,127 @@ class Engine:
             preempt_events=self.preempt_events,
             n_arrived=self.n_arrived,
         )
+
+    # ---------------------------------------------------------------------------------------------- set-up
+    def _init_coefficients(self, system: SimSystem, model: SimModel) -> None:
+        """Per-chiplet-type linear time/energy coefficients: rows [comp_τ, sram_τ, energy_τ]*, mem, io."""
+        types: list = []
+        self.ctype: list[int] = []
+        for c in system.chiplets:
+            if c not in types:
+                types.append(c)
+            self.ctype.append(types.index(c))
+        self.T = len(types)
+        rows = []
+        mem_k, io_k = mem_coefficients(model.coeffs)
+        mem_pj = np.array([system.memories[m].energy_pj_per_byte for m in system.block_mem], dtype=np.float64)
+        cf = {f: model.coeffs[:, i, :] for i, f in enumerate(COST_FIELDS)}
+        for t in types:
+            comp, sram = time_coefficients(t, model.coeffs)
+            # Energy is linear in the cost fields too: price the coefficient matrices through opcost.
+            e = task_energy_j(t, BlockCost(**cf), 0.0, mem_pj[:, None])
+            rows += [comp, sram, np.asarray(e, dtype=np.float64) * np.ones_like(comp)]
+        rows += [mem_k, io_k]
+        self.K = np.stack(rows)  # (3T+2, nb, 6)
+        self.R_MEM = 3 * self.T
+        self.R_IO = 3 * self.T + 1
+
+    def _init_topology(self, system: SimSystem, model: SimModel, options: SimOptions, scheduler: TaskScheduler) -> None:
+        """Chiplet/memory nodes, scheduler views, block fusion segments, per-chiplet state."""
+        nb, mesh = self.nb, self.mesh
+        self.chip_node = list(system.chip_node)
+        self.block_mem = list(system.block_mem)
+        self.block_node = [system.mem_node[m] for m in self.block_mem]
+        self.families = list(model.families)
+        self.block_mem_xy = [mesh.xy(nd) for nd in self.block_node]
+        self.nc = len(system.chiplets)
+        native, family_any = compat_lists(system.chiplets, model.families)
+        # Per-chiplet load as a typed array (the schedulers index it as they would a list).
+        self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any,
+                                load=array("q", [0]) * self.nc)
+        self.stealing = type(scheduler).steal is not TaskScheduler.steal
+        # Per (phase, block) at pid * nb + block: the chiplets built for the task (idle ones may steal it).
+        self.p_native = [self.view.native[(self.families[b], p)] for p in _PHASES for b in range(nb)]
+        self._elastic_tables(scheduler)
+        # The static scheduler is a table lookup: skip the method call on the hot path.
+        self.static_map = None
+        if type(scheduler) is StaticScheduler:
+            om = scheduler.omega
+            self.static_map = {p: [om[(p, b)] for b in range(nb)] for p in ("prefill", "decode")}
+        self.hooks = dict(system.compute_hooks)
+        # Block fusion: per phase, the block after the end of the run of blocks starting at each block that Ω puts
+        # on one chiplet (without its own compute model) with weights on one memory node and of one family.
+        self.seg_end = {p: list(range(1, nb + 1)) for p in ("prefill", "decode")}
+        om = getattr(scheduler, "omega", None)
+        if options.fuse_blocks and om is not None:
+            for p in ("prefill", "decode"):
+                ends = self.seg_end[p]
+                for b in range(nb - 2, -1, -1):
+                    c = om[(p, b)]
+                    if (om[(p, b + 1)] == c and c not in self.hooks and self.block_node[b + 1] == self.block_node[b]
+                            and self.families[b + 1] == self.families[b]):
+                        ends[b] = ends[b + 1]
+        self.hook_cache: dict = {}
+        self.busy = array("q", [0]) * self.nc  # 1 while a task runs on the chiplet
+        self.busy_s = array("d", [0.0]) * self.nc
+        self.queues = self.view.queues  # the view's own lists (the schedulers read them)
+        self.load = self.view.load
+        self.energy_dyn = 0.0
+
+    def _init_network(self, system: SimSystem, options: SimOptions) -> None:
+        """Flow sharing model, routes and latencies of every (memory, chiplet) and chiplet pair, link accounting."""
+        nb, mesh = self.nb, self.mesh
+        self.sharing = options.sharing
+        self.hopm = [[mesh.hops(a, b) for b in range(mesh.n_nodes)] for a in range(mesh.n_nodes)]
+        port_bw: dict[int, float] = {}
+        for m, nd in enumerate(system.mem_node):
+            port_bw[nd] = port_bw.get(nd, 0.0) + system.memories[m].bw_gbps
+        self.net = None
+        self.flows = None
+        if self.sharing == "maxmin":
+            from hydra_opt.hardware.noi import FlowNetwork
+
+            self.net = FlowNetwork(mesh, port_gbps=port_bw, sharing="maxmin", bin_s=options.link_bins_s)
+        port_res = {nd: mesh.n_links + i for i, nd in enumerate(sorted(port_bw))}
+        self.port_res = port_res
+        self.port_bw = port_bw
+        caps = [self.link_bps] * mesh.n_links + [port_bw[nd] * 1e9 for nd in sorted(port_bw)]
+        if self.sharing in ("fair", "equal"):
+            from hydra_opt.evaluate.simulator.flows import EqualShareFlows
+
+            self.flows = EqualShareFlows(caps, mesh.n_links, waterfill=self.sharing == "fair")
+        self.caps = caps
+        # Resources crossed by the flow from each block's memory to each chiplet: XY route links + memory port.
+        self.res_path: dict[tuple[int, int], tuple[int, ...]] = {}
+        for src in set(system.mem_node):
+            for dst in set(self.chip_node):
+                self.res_path[(src, dst)] = (*mesh.route(src, dst), port_res[src])
+        # Per (block, chiplet): (resources of the memory flow, its path latency); per chiplet pair: hand-off latency.
+        self.bc_path = [
+            [(self.res_path[(self.block_node[b], self.chip_node[c])],
+              self.hopm[self.block_node[b]][self.chip_node[c]] * self.hop_s) for c in range(self.nc)]
+            for b in range(nb)
+        ]
+        self.chip_lat = [[self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s for c in range(self.nc)]
+                         for a in range(self.nc)]
+        self.link_bytes = array("d", [0.0]) * len(caps)
+        self.bin_s = options.link_bins_s if self.net is None else None
+        self.bins = np.zeros((16, len(caps)))
+        self.flow_task: dict[int, object] = {}
+        self.flow_seq = 0
+
+    def _init_memory(self, system: SimSystem, model: SimModel, options: SimOptions) -> None:
+        """Paged KV/state memory left after the weights, per memory."""
+        nb = self.nb
+        nm = len(system.memories)
+        free = np.array([m.capacity_bytes for m in system.memories], dtype=np.float64)
+        kv = np.zeros(nm)
+        st = np.zeros(nm)
+        for b in range(nb):
+            m = self.block_mem[b]
+            free[m] -= model.weight_bytes[b]
+            kv[m] += model.kv_bytes_per_token[b]
+            st[m] += model.state_bytes[b]
+        self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
+        self.mem_int = [0.0] * nm
+        self.mem_t = 0.0
