@@ -206,10 +206,6 @@ def run(args: argparse.Namespace) -> int:
     opts = RunOptions(storage=args.storage, study_name=args.study_name, n_trials=n_trials, timeout_s=timeout,
                       workers=workers, seed=seed, worker_index=worker_index, quiet=args.quiet,
                       storage_options=storage_options, adopt=args.adopt)
-    if spec.evaluator:
-        # docs/distributed.md "Trust": a study file naming an evaluator is code, run with this user's rights.
-        print(f"note: {args.study}: evaluator {spec.evaluator!r} is imported and run (a study file with "
-              "'evaluator:' is code: run only study files you trust)", flush=True)
     metrics = [m.name for m in spec.objectives.metrics]
     units = [(m, METRICS[m].unit) for m in metrics]
     storage_shown = redact_url(args.storage or spec.storage)
@@ -225,6 +221,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"study {args.study_name or spec.name!r} on {storage_shown}: {_pairs_text(spec.pairs)}; "
                   f"{goal}, {workers} worker(s), sampler {spec.sampler.cls.__name__}, "
                   f"space {spec.space.name} ({spec.space.size():,} designs)", flush=True)
+        if spec.evaluator:
+            # docs/distributed.md "Trust": a study file naming an evaluator is code, run with this user's rights.
+            print(f"note: {args.study}: evaluator {spec.evaluator!r} is imported and run (a study file with "
+                  "'evaluator:' is code: run only study files you trust)", flush=True)
         progress.t_start = time.time()
 
     seen: set[int] = set()

@@ -120,7 +120,7 @@ class StudySpec:
 
     def fingerprint(self, content: str = "") -> str:
         """Hash of what defines the study's trials: pairs, space, objectives, pruner and the run settings
-        (estimate/simulate options, simulation seed, evaluator) — not budget, storage or paths.
+        (estimate/simulate options, simulation seed) — not budget, storage, paths or the evaluator (code).
 
         Args:
             content: :func:`content_digest` of the loaded (model, workload) pairs, so that editing a workload
@@ -135,7 +135,7 @@ class StudySpec:
                 "objectives": [m.name for m in self.objectives.metrics],
                 "aggregate": self.objectives.aggregate,
                 "pruner": asdict(self.pruner),
-                "run": [self.estimate_options, self.simulate_options, self.sim_seed, self.evaluator],
+                "run": [self.estimate_options, self.simulate_options, self.sim_seed],
                 "content": content,
                 # SLO-based metrics change with the SLO (key absent otherwise: older fingerprints stay valid).
                 **({"slo": self.objectives.slo.to_dict()} if any(
