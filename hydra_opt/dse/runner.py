@@ -304,7 +304,7 @@ def _child(study_file: str, opts: RunOptions, index: int, n_existing: int) -> No
     except KeyboardInterrupt:
         fault.ignore_further_interrupts()
     except Exception as exc:  # noqa: BLE001 - a storage outage past the retry bound: one line, not a traceback
-        from hydra_opt.cli.main import EXIT_STORAGE, storage_outage
+        from hydra_opt.dse.storage_retry import EXIT_STORAGE, storage_outage
 
         outage = storage_outage(exc)
         if outage is None:
