@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import optuna
 import pytest
 import yaml
 
-from test_dse_dashboard import CHROMIUM_FLAGS, _free_port, _get
+from test_dse_dashboard import CHROMIUM_FLAGS, _get, start_dashboard, stop_dashboard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,29 +74,9 @@ def study(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def dashboard(study: dict):
-    exe = shutil.which("optuna-dashboard") or str(Path(sys.executable).parent / "optuna-dashboard")
-    port = _free_port()
-    proc = subprocess.Popen([exe, study["url"], "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    import time
-
-    deadline = time.time() + 60
-    while True:
-        try:
-            _get(f"{base}/api/meta")
-            break
-        except Exception:  # noqa: BLE001 - not up yet
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                pytest.fail("optuna-dashboard did not start")
-            time.sleep(0.3)
+    proc, base = start_dashboard(study["url"])
     yield base
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_dashboard(proc)
 
 
 def _page_text(url: str, tmp: Path, shot: str | None = None) -> str:

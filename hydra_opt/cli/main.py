@@ -15,10 +15,9 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from hydra_opt.config.errors import EXIT_USAGE, ConfigError
+from hydra_opt.config.errors import EXIT_STORAGE, EXIT_USAGE, ConfigError
 
-__all__ = ["main", "SUBCOMMANDS", "build_parser", "fail"]
-
+__all__ = ["main", "SUBCOMMANDS", "build_parser", "fail", "EXIT_STORAGE"]
 
 #: name -> (module, one-line help). Order is the order shown in ``--help``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -101,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("hydra_opt: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - only a storage outage past the retry bound is handled here
-        from hydra_opt.dse.storage_retry import EXIT_STORAGE, storage_outage
+        from hydra_opt.dse.storage_retry import storage_outage  # lazily: --help and input errors stay Optuna-free
 
         outage = storage_outage(exc)
         if outage is None:
