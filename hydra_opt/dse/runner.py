@@ -23,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.callbacks import budget_callback, plan_callback, revisit_callback
 from hydra_opt.dse.evaluators import Evaluator
-from hydra_opt.dse.exhaustive import run_sweep_worker
+from hydra_opt.dse.exhaustive import prepare_sweep, run_sweep_worker
 from hydra_opt.dse.objective import FINISHED_STATES, BudgetReached, DseObjective, TrialReport
 from hydra_opt.dse.samplers import make_sampler, worker_seed
 from hydra_opt.dse.spec import StudySpec, content_digest, load_study_spec, output_dir_problem
@@ -49,6 +49,7 @@ __all__ = [
     "count_finished",
     "summarize",
     "SPEC_ATTR",
+    "FEASIBILITY_SCAN",
 ]
 
 #: Study user attribute holding the fingerprint of the spec that created the study.
@@ -304,7 +305,8 @@ def _child(study_file: str, opts: RunOptions, index: int, n_existing: int) -> No
     except KeyboardInterrupt:
         fault.ignore_further_interrupts()
     except Exception as exc:  # noqa: BLE001 - a storage outage past the retry bound: one line, not a traceback
-        from hydra_opt.cli.main import EXIT_STORAGE, storage_outage
+        from hydra_opt.config.errors import EXIT_STORAGE
+        from hydra_opt.dse.storage_retry import storage_outage
 
         outage = storage_outage(exc)
         if outage is None:
@@ -341,6 +343,7 @@ def summarize(study: optuna.Study, spec: StudySpec, finished_before: int, wall_s
 #: How many designs of the search space ``python -m hydra_opt validate`` checks for feasibility (evenly spread over
 #: the first :data:`FEASIBILITY_SCAN` designs in enumeration order).
 FEASIBILITY_SAMPLE = 400
+#: How many designs, in enumeration order, that sample is spread over.
 FEASIBILITY_SCAN = 100_000
 
 
@@ -413,6 +416,8 @@ def run_study(
     evaluator = check_study(spec, evaluator)
     study = open_study(spec, storage_options=opts.storage_options, adopt=opts.adopt,
                        content=pairs_digest(DseObjective(spec, evaluator, budget=spec.n_trials)))
+    if spec.exhaustive is not None and opts.workers > 1:
+        prepare_sweep(study, spec, evaluator)  # the launcher fills the queue once; its workers only pull
     if on_start is not None:
         on_start(study)
     before = count_finished(study)
