@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("must be a positive number of seconds", file="<cli>", key="--seconds", value=args.seconds)
     if args.requests is not None and args.requests < 1:
         raise ConfigError("must be >= 1", file="<cli>", key="--requests", value=args.requests)
-    design, model, workload = resolve(args.design, args.model, args.workload)
+    from hydra_opt.cli.simulate_cmd import load_placeable_design
+
+    design, model, workload = resolve(load_placeable_design(args.design), args.model, args.workload)
     opts = EstimatorOptions(horizon_s=args.seconds, n_requests=args.requests, ttft_from=args.ttft_from)
     fn = roofline_estimate if args.roofline else estimate
     fn(design, model, workload, options=opts)  # warm the per-workload cache; wall_s is the per-design cost

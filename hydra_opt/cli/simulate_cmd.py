@@ -6,7 +6,7 @@ import argparse
 import json
 import math
 
-__all__ = ["register", "run", "add_slo_args", "slo_of", "capacity_window"]
+__all__ = ["register", "run", "add_slo_args", "slo_of", "capacity_window", "check_output_file", "load_placeable_design"]
 
 
 def add_slo_args(p: argparse.ArgumentParser) -> None:
@@ -105,14 +105,54 @@ def _options(args: argparse.Namespace):
         raise
 
 
+def check_output_file(path: str | None, key: str) -> None:
+    """Refuse an output file whose folder does not exist (or that names a folder) before any work is done."""
+    from pathlib import Path
+
+    from hydra_opt.config.errors import ConfigError
+
+    if path is None:
+        return
+    p = Path(path)
+    if "\x00" in path or p.is_dir():
+        raise ConfigError("is not a file path", file="<cli>", key=key, value=path)
+    if not p.parent.is_dir():
+        raise ConfigError(f"is in a folder that does not exist ({p.parent})", file="<cli>", key=key, value=path)
+
+
+def load_placeable_design(path: str):  # noqa: ANN201 - DesignPoint (lazy import)
+    """The design YAML ``path``, refused with one line when its chiplets cannot be placed (``simulate`` and
+    ``estimate`` refuse the same designs)."""
+    from hydra_opt.config.errors import ConfigError
+    from hydra_opt.system.design import load_design, placement_problem
+
+    design = load_design(path)
+    problem = placement_problem(design)
+    if problem is not None:
+        raise ConfigError(problem[1], file=path, key=problem[0])
+    return design
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the simulation and print a summary (or JSON)."""
+    from hydra_opt.config.errors import ConfigError
     from hydra_opt.evaluate import simulate
     from hydra_opt.evaluate.simulator.goodput import simulated_capacity, slo_metrics
+    from hydra_opt.system.placement import PlacementError
 
     opt = _options(args)
     slo = slo_of(args)
-    res = simulate(args.design, args.model, args.workload, seed=args.seed, options=opt)
+    if not 0 <= args.seed <= 2**32 - 1:
+        raise ConfigError(f"must be in [0, {2**32 - 1}]", file="<cli>", key="--seed", value=args.seed)
+    if args.requests is not None and args.requests < 1:
+        raise ConfigError("must be >= 1", file="<cli>", key="--requests", value=args.requests)
+    for key, out in (("--trace-out", args.trace_out), ("--link-heatmap", args.link_heatmap)):
+        check_output_file(out, key)
+    design = load_placeable_design(args.design)
+    try:
+        res = simulate(design, args.model, args.workload, seed=args.seed, options=opt)
+    except PlacementError as exc:  # e.g. weights that fit no memory split: a property of the design file
+        raise ConfigError(f"cannot be placed: {exc}", file=args.design) from None
     extra = {"slo": slo.to_dict(), **slo_metrics(res, slo)}
     if args.capacity:
         extra.update(simulated_capacity(args.design, args.model, args.workload, seed=args.seed, options=opt,

@@ -11,10 +11,12 @@ import math
 import reprlib
 from typing import Any
 
-__all__ = ["ConfigError", "EXIT_USAGE"]
+__all__ = ["ConfigError", "EXIT_USAGE", "EXIT_STORAGE"]
 
 #: Exit code for every input error (the same code argparse uses).
 EXIT_USAGE = 2
+#: Exit code when the storage stayed unreachable past the retry bound (not an input error: re-run to resume).
+EXIT_STORAGE = 3
 
 _MAX_VALUE_CHARS = 60
 
@@ -42,6 +44,14 @@ def _short(value: Any) -> str:
     if len(text) > _MAX_VALUE_CHARS:
         text = text[: _MAX_VALUE_CHARS - 3] + "..."
     return text.replace("\n", "\\n")
+
+
+def _printable(text: str) -> str:
+    """``text`` on one line: control characters (a key or file name holding a newline or an escape sequence)
+    are shown escaped, so the error stays one line and cannot rewrite the terminal."""
+    if all(32 <= ord(c) != 127 for c in text):
+        return text
+    return "".join(c if 32 <= ord(c) != 127 else repr(c)[1:-1] for c in text)
 
 
 class ConfigError(ValueError):
@@ -80,7 +90,7 @@ class ConfigError(ValueError):
             parts.append(self.key)
         head = ": ".join(parts)
         body = f"{_short(self.value)} {self.problem}" if self.show_value else self.problem
-        return f"{head}: {body}" if head else body
+        return _printable(f"{head}: {body}" if head else body)
 
     def located(self, *, file: str | None = None, prefix: str | None = None) -> ConfigError:
         """A copy with the file set (if missing) and the key path prefixed."""
