@@ -15,6 +15,13 @@ import numpy as np
 import pytest
 
 from hydra_opt.evaluate.estimator import EstimatorOptions, capacities, core, estimate, markov, single, space_arrays
+from hydra_opt.evaluate.scenario import SCENARIO_KEYS, Scenario
+
+
+def _run(kw: dict) -> tuple[Scenario, EstimatorOptions]:
+    """(Scenario, EstimatorOptions) of a case's settings (scenario keys go to the scenario)."""
+    return (Scenario(**{k: v for k, v in kw.items() if k in SCENARIO_KEYS}),
+            EstimatorOptions(**{k: v for k, v in kw.items() if k not in SCENARIO_KEYS}))
 from hydra_opt.evaluate.estimator import vectorised
 from hydra_opt.system.design import DesignPoint
 from hydra_opt.system.space import paper_space
@@ -52,7 +59,7 @@ CASES = [
      dict(batching="continuous", scheduler="elastic"), 5),
     ("nemotron-h-4b", "nemotron_h", "hydra-longwriter", dict(horizon_s=20.0, placement_preset="paper"),
      dict(placement="rr"), 5),
-    ("nemotron-h-4b", "nemotron_h", "arxiv", dict(horizon_s=60.0, balance_efficiency=0.5, max_batches_in_flight=3),
+    ("nemotron-h-4b", "nemotron_h", "arxiv", dict(horizon_s=60.0, balance_efficiency=0.5, max_batches=3),
      dict(placement="random", scheduler="fcfs"), 5),
 ]
 
@@ -77,13 +84,13 @@ def _same(a, b, path: str = "") -> list[str]:
 def test_fast_path_equals_reference_path(case: int, monkeypatch) -> None:
     model_name, space, wl_name, opt_kw, policies, n = CASES[case]
     model, wl = _model(model_name), _workload(wl_name)
-    opts = EstimatorOptions(**opt_kw)
+    scn, opts = _run(opt_kw)
     designs = _spread(space, n, seed=case, **policies)
-    refs = [core.estimate_reference(d, model, wl, options=opts).to_dict() for d in designs]
+    refs = [core.estimate_reference(d, model, wl, scenario=scn, options=opts).to_dict() for d in designs]
     # The fast path must not fall back to the array path for ordinary designs.
     monkeypatch.setattr(core, "design_inputs", lambda *a, **k: pytest.fail("fast path fell back to design_inputs"))
     for d, ref in zip(designs, refs):
-        got = estimate(d, model, wl, options=opts).to_dict()
+        got = estimate(d, model, wl, scenario=scn, options=opts).to_dict()
         diff = _same(ref, got)
         assert not diff, (d, diff[:5])
 
@@ -91,11 +98,11 @@ def test_fast_path_equals_reference_path(case: int, monkeypatch) -> None:
 def test_fast_path_agrees_with_vectorised_space() -> None:
     """Same tolerance as the scalar/vectorised check in test_estimator_core (the fluid sweeps differ)."""
     model, wl = _model("llama-3-8b"), _workload("arxiv")
-    opts = EstimatorOptions(horizon_s=60.0, n_requests=200)
+    scn = Scenario(horizon_s=60.0, n_requests=200)
     designs = _spread("llama3", 12, seed=7)
-    a = space_arrays(designs, model, wl, options=opts)
+    a = space_arrays(designs, model, wl, scenario=scn)
     for i, d in enumerate(designs):
-        e = estimate(d, model, wl, options=opts)
+        e = estimate(d, model, wl, scenario=scn)
         assert a["throughput_tok_s"][i] == pytest.approx(e.throughput_tok_s, rel=1e-6, abs=1e-9)
         assert a["capacity_tok_s"][i] == pytest.approx(e.capacity_tok_s, rel=1e-9)
         assert a["tpot_mean_s"][i] == pytest.approx(e.tpot_mean_s, rel=1e-6)
@@ -111,9 +118,9 @@ def test_vectorised_inputs_equal_design_inputs(case: int) -> None:
     """The space path's design rows (from the fast path's type-level inputs) are core.design_inputs' arrays."""
     model_name, space, wl_name, opt_kw, policies, n = CASES[case]
     model, wl = _model(model_name), _workload(wl_name)
-    opts = EstimatorOptions(**opt_kw)
+    scn, opts = _run(opt_kw)
     designs = _spread(space, n + 3, seed=10 + case, **policies)
-    prep = core.prepare(model, wl, options=opts, precision="int8")
+    prep = core.prepare(model, wl, scenario=scn, options=opts, precision="int8")
     lib = core._library()
     got = vectorised._inputs_many(designs, prep, opts, lib)
     for r, d in enumerate(designs):
@@ -160,9 +167,9 @@ GOLDEN = [
 def test_stored_values_unchanged(case: int) -> None:
     model_name, wl_name, opt_kw, fields, (thr, ttft, tpot, bottleneck) = GOLDEN[case]
     d = DesignPoint(memory="hbm3", precision="int8", **fields)
-    opts = EstimatorOptions(**opt_kw)
+    scn, opts = _run(opt_kw)
     for fn in (estimate, core.estimate_reference):
-        e = fn(d, _model(model_name), _workload(wl_name), options=opts)
+        e = fn(d, _model(model_name), _workload(wl_name), scenario=scn, options=opts)
         assert e.throughput_tok_s == pytest.approx(thr, rel=1e-9)
         assert e.ttft_mean_s == pytest.approx(ttft, rel=1e-9)
         assert e.tpot_mean_s == pytest.approx(tpot, rel=1e-9)

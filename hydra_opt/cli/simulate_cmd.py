@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+
+from hydra_opt.cli.scenario_args import add_run_args, design_from_args, run_header, scenario_from_args
 
 __all__ = ["register", "run"]
 
@@ -16,19 +17,9 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="simulate one design on one workload (event-driven)",
         description="Simulate one design serving one workload. Metrics are defined in docs/metrics.md.",
     )
-    p.add_argument("--design", required=True, help="design YAML (kind: design)")
-    p.add_argument("--model", required=True, help="model name (python -m hydra_opt list models) or YAML path")
-    p.add_argument("--workload", required=True, help="workload name (python -m hydra_opt list workloads) or YAML")
-    p.add_argument("--seconds", type=float, default=None, help="simulated horizon, s (default: workload's / all)")
-    p.add_argument("--requests", type=int, default=None, help="use only the first N requests")
+    add_run_args(p)
     p.add_argument("--seed", type=int, default=0, help="request-stream seed (default 0)")
-    p.add_argument("--paper", action="store_true", help="the HYDRA artifact's setup (docs/simulator.md)")
-    p.add_argument("--batching", choices=("static", "continuous"), default=None, help="override the design's")
-    p.add_argument("--scheduler", choices=("static", "fcfs", "worksteal", "elastic"), default=None)
-    p.add_argument("--placement", choices=("cp", "rr", "random"), default=None)
-    p.add_argument("--max-batch", type=int, default=None, help="override the design's maximum batch")
     p.add_argument("--sharing", choices=("fair", "maxmin", "equal", "none"), default=None, help="NoI bandwidth sharing")
-    p.add_argument("--lend", action="store_true", help="elastic scheduler: cross-phase lending")
     p.add_argument("--debug", action="store_true", help="check invariants after every event (slow)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
     p.add_argument("--trace-out", metavar="F", default=None, help="write per-request metrics CSV to F")
@@ -38,55 +29,39 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace):
-    from hydra_opt.config.errors import ConfigError
     from hydra_opt.evaluate.simulator import SimOptions
 
-    over = {}
-    for key, val in (
-        ("horizon_s", args.seconds),
-        ("n_requests", args.requests),
-        ("batching", args.batching),
-        ("scheduler", args.scheduler),
-        ("placement", args.placement),
-        ("max_batch", args.max_batch),
-        ("sharing", args.sharing),
-    ):
-        if val is not None:
-            over[key] = val
-    if args.lend:
-        over["lend"] = True
-    if args.debug:
-        over["debug"] = True
-    if args.seconds is not None and not (args.seconds > 0 and math.isfinite(args.seconds)):
-        raise ConfigError("must be a positive number of seconds", file="<cli>", key="--seconds", value=args.seconds)
-    try:
-        return SimOptions.paper(**over) if args.paper else SimOptions(**over)
-    except ConfigError as exc:
-        exc.file = exc.file or "<cli>"
-        raise
+    over = {"debug": True} if args.debug else {}
+    if args.sharing is not None:
+        over["sharing"] = args.sharing
+    return SimOptions(**over)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the simulation and print a summary (or JSON)."""
     from hydra_opt.evaluate import simulate
+    from hydra_opt.workload.models import load_model
+    from hydra_opt.workload.workload import load_workload
 
-    opt = _options(args)
-    res = simulate(args.design, args.model, args.workload, seed=args.seed, options=opt)
+    scenario = scenario_from_args(args)
+    design = design_from_args(args)
+    model, workload = load_model(args.model), load_workload(args.workload)
+    res = simulate(design, model, workload, seed=args.seed, scenario=scenario, options=_options(args))
     if args.trace_out:
         res.write_trace(args.trace_out)
     if args.link_heatmap:
         import numpy as np
 
-        from hydra_opt.hardware.noi import Mesh, plot_link_heatmap
+        from hydra_opt.hardware.noi import plot_link_heatmap
+        from hydra_opt.system.materialise import design_mesh
 
-        w, h = res.options["build"]["grid"]
-        mesh = Mesh(w, h, 1.0)
-        plot_link_heatmap(mesh, np.asarray(res.link_util), args.link_heatmap,
+        plot_link_heatmap(design_mesh(design), np.asarray(res.link_util), args.link_heatmap,
                           node_labels=res.options["build"]["node_labels"] or None,
                           title=f"{res.design}: mean link utilisation over {res.simulated_s:g} s")
     if args.json:
         print(json.dumps(res.to_dict(), indent=1, sort_keys=True, allow_nan=False))
     else:
+        print(run_header(design, model, workload, scenario))
         print(res.summary())
         if res.tokens_emitted == 0 and res.queued_requests > 0:
             # A silent all-zero run is the commonest surprise: static batches start only when full.

@@ -26,6 +26,7 @@ __all__ = [
     "numeric_dict",
     "design_accuracy_cost",
     "pair_accuracy_cost",
+    "resolve_run",
 ]
 
 
@@ -79,42 +80,51 @@ def numeric_dict(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 
 @dataclass
 class HydraEvaluator:
-    """The real evaluator (estimator + simulator of :mod:`hydra_opt.evaluate`).
+    """The real evaluator (estimator + simulator of :mod:`hydra_opt.evaluate`), reading one :class:`Scenario`.
+
+    A study's run is described once: ``scenario`` (a ``Scenario`` or a study's ``scenario:`` mapping, ``preset:
+    paper`` allowed) is resolved here to one frozen object that both ``estimate`` and ``simulate`` receive.
+    ``simulate_options`` / ``estimate_options`` hold each evaluator's own knobs; for compatibility with older study
+    files, scenario settings and design overrides found there are moved onto the scenario / the design overrides
+    (``preset: paper`` of ``simulate:`` included), and two blocks giving one setting different values is an error.
 
     Attributes:
-        estimate_options: Passed as ``options=`` to ``estimate``.
-        simulate_options: Passed as ``options=`` to ``simulate``.
+        estimate_options: ``EstimatorOptions`` knobs.
+        simulate_options: ``SimOptions`` knobs.
+        file: The study file (for error messages).
+        scenario: The run (resolved to a ``Scenario`` by ``__post_init__``).
+        design_overrides: Design fields every design gets (``max_batch``, ``batching``, ``scheduler``,
+            ``placement``), applied by :meth:`design` before anything is derived.
     """
 
     estimate_options: Mapping[str, Any] | None = None
     simulate_options: Mapping[str, Any] | None = None
     file: str = "<study>"
+    scenario: Any = None
+    design_overrides: Mapping[str, Any] | None = None
     _cache: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, repr=False)
     _sim_opts: Any = field(default=None, repr=False)
     _est_opts: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        from hydra_opt.evaluate import SimOptions
-        from hydra_opt.evaluate.estimator import EstimatorOptions
-
-        self._sim_opts = _options(SimOptions, self.simulate_options, self.file, "simulate")
-        est = dict(self.estimate_options or {})
-        # The estimate must describe the run the simulator performs: share the common settings unless given.
-        if self._sim_opts is not None:
-            for key in _SHARED_OPTIONS:
-                if key not in est and getattr(self._sim_opts, key, None) is not None:
-                    est[key] = getattr(self._sim_opts, key)
-        self._est_opts = _options(EstimatorOptions, est, self.file, "estimate")
+        self.scenario, self._sim_opts, self._est_opts, self.design_overrides = resolve_run(
+            self.scenario, self.simulate_options, self.estimate_options, self.design_overrides, file=self.file)
 
     @property
     def sim_options(self) -> Any:
-        """The ``SimOptions`` :attr:`simulate_options` resolves to (``preset: paper`` applied; None: defaults)."""
+        """The ``SimOptions`` (engine knobs) :attr:`simulate_options` resolves to."""
         return self._sim_opts
+
+    @property
+    def est_options(self) -> Any:
+        """The ``EstimatorOptions`` (model knobs) :attr:`estimate_options` resolves to."""
+        return self._est_opts
 
     def design(self, design: Mapping[str, Any]) -> Any:
         from hydra_opt.system.design import DesignPoint
 
-        return DesignPoint.from_dict(dict(design))
+        return DesignPoint.from_dict(dict(design)).with_overrides(self.design_overrides, file=self.file,
+                                                                   key="design_overrides.")
 
     def load(self, model: str, workload: str) -> tuple[Any, Any]:
         key = (model, workload)
@@ -128,59 +138,106 @@ class HydraEvaluator:
     def feasibility(self, design: Any, model: Any) -> list[str]:
         from hydra_opt.system.design import feasibility
 
-        return list(feasibility(design, model))
+        return list(feasibility(design, model, self.scenario.library()))
 
     def estimate(self, design: Any, model: Any, workload: Any) -> dict[str, float]:
         from hydra_opt.evaluate.estimator import estimate
 
-        est = estimate(design, model, workload, options=self._est_opts)
-        return _metrics_of(est, design, self._precision(self._est_opts))
+        est = estimate(design, model, workload, scenario=self.scenario, options=self._est_opts)
+        return _metrics_of(est, design, self.scenario.precision)
 
     def estimate_many(self, designs: list[Any], model: Any, workload: Any) -> list[dict[str, float]]:
         """Estimates of many designs at once (the estimator's vectorised design-space path)."""
         from hydra_opt.evaluate.estimator import estimate_space
 
-        prec = self._precision(self._est_opts)
-        results = estimate_space(designs, model, workload, options=self._est_opts)
-        return [_metrics_of(e, d, prec) for e, d in zip(results, designs)]
+        results = estimate_space(designs, model, workload, scenario=self.scenario, options=self._est_opts)
+        return [_metrics_of(e, d, self.scenario.precision) for e, d in zip(results, designs)]
 
     def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> SimOutcome:
         from hydra_opt.evaluate import simulate
 
-        res = simulate(design, model, workload, seed=seed, options=self._sim_opts)
-        return SimOutcome(_metrics_of(res, design, self._precision(self._sim_opts)), res)
-
-    @staticmethod
-    def _precision(opts: Any) -> str | None:
-        """The precision an options object forces on the TSTC-like chiplets (None: the design's)."""
-        return getattr(opts, "precision", None) if opts is not None else None
+        res = simulate(design, model, workload, seed=seed, scenario=self.scenario, options=self._sim_opts)
+        return SimOutcome(_metrics_of(res, design, self.scenario.precision), res)
 
 
-#: Settings that describe the evaluated run itself and must agree between estimator and simulator.
-_SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision")
+#: Old ``estimate:`` keys naming a scenario setting under another name.
+_LEGACY_RENAMES = {"throughput_window": "window", "max_batches_in_flight": "max_batches"}
 
 
-def _options(cls: Any, data: Mapping[str, Any] | None, file: str, key: str) -> Any:
-    """An options dataclass from a study's mapping; ``preset: paper`` starts from ``cls.paper()``."""
+def resolve_run(scenario: Any, simulate: Mapping[str, Any] | None, estimate: Mapping[str, Any] | None,
+                overrides: Mapping[str, Any] | None = None, *, file: str = "<study>") -> tuple[Any, Any, Any, dict]:
+    """(Scenario, SimOptions, EstimatorOptions, design overrides) of a study's blocks.
+
+    ``scenario`` is a ``Scenario`` or a ``scenario:`` mapping. Older studies put scenario settings (and
+    ``preset: paper``) into ``simulate:``/``estimate:`` and design overrides into ``simulate:``; those are moved
+    where they belong. A setting given twice with different values is an error naming both places.
+
+    Raises:
+        ConfigError: For an unknown key, a bad value or two disagreeing values (exit 2 in the CLI).
+    """
     import dataclasses
 
     from hydra_opt.config import ConfigError
+    from hydra_opt.evaluate import Scenario, SimOptions
+    from hydra_opt.evaluate.estimator import EstimatorOptions
+    from hydra_opt.evaluate.scenario import SCENARIO_KEYS, scenario_from_mapping
+    from hydra_opt.system.design import OVERRIDE_KEYS
 
-    if not data:
-        return None
-    data = dict(data)
-    preset = data.pop("preset", None)
-    names = {f.name for f in dataclasses.fields(cls)} - {"paper_preset"}
-    for k in data:
-        if k not in names:
-            raise ConfigError(f"is not a known option; allowed: preset, {', '.join(sorted(names))}", file=file,
-                              key=f"{key}.{k}")
-    if preset not in (None, "paper", "default"):
-        raise ConfigError("is not one of: default, paper", file=file, key=f"{key}.preset", value=preset)
-    if preset == "paper" and not hasattr(cls, "paper"):
-        raise ConfigError("has no paper preset", file=file, key=f"{key}.preset", value=preset)
+    if isinstance(scenario, Scenario) and not simulate and not estimate:
+        return scenario, SimOptions(), EstimatorOptions(), dict(overrides or {})
+    scn: dict[str, Any] = {}
+    where: dict[str, str] = {}
+    over: dict[str, Any] = dict(overrides or {})
+    knobs: dict[str, dict[str, Any]] = {"simulate": {}, "estimate": {}}
+    fields = {"simulate": {f.name for f in dataclasses.fields(SimOptions)},
+              "estimate": {f.name for f in dataclasses.fields(EstimatorOptions)}}
+
+    def put(key: str, value: Any, place: str) -> None:
+        if key in scn and scn[key] != value:
+            raise ConfigError(f"disagrees with {where[key]} ({scn[key]!r}): a run has one {key}", file=file,
+                              key=f"{place}", value=value)
+        scn[key], where[key] = value, place
+
+    if isinstance(scenario, Scenario):
+        for f in dataclasses.fields(Scenario):
+            put(f.name, getattr(scenario, f.name), "scenario")
+    else:
+        for k, v in dict(scenario or {}).items():
+            put(k, v, f"scenario.{k}")
+    for block, data in (("simulate", simulate), ("estimate", estimate)):
+        for k, v in dict(data or {}).items():
+            name = _LEGACY_RENAMES.get(k, k)
+            if name == "preset" or name in SCENARIO_KEYS:
+                if name == "preset" and v == "default":
+                    continue
+                if name == "placement_preset" and v == "paper" and scn.get("preset") == "paper":
+                    continue  # the paper preset's own value, restated
+                put(name, v, f"{block}.{k}")
+            elif block == "simulate" and k in OVERRIDE_KEYS:
+                over[k] = v
+            elif k in fields[block]:
+                knobs[block][k] = v
+            else:
+                allowed = sorted(fields[block] | set(SCENARIO_KEYS) | {"preset"})
+                raise ConfigError(f"is not a known option; allowed: {', '.join(allowed)}", file=file,
+                                  key=f"{block}.{k}")
+    if isinstance(scenario, Scenario) and scn == {f.name: getattr(scenario, f.name) for f in dataclasses.fields(Scenario)}:
+        run = scenario
+    else:
+        base = {k: v for k, v in scn.items() if k not in ("slo",)}
+        run = scenario_from_mapping(base, file=file)
+        if scn.get("slo") is not None:
+            run = run.with_(slo=scn["slo"])
+    return run, _options(SimOptions, knobs["simulate"], file, "simulate"), \
+        _options(EstimatorOptions, knobs["estimate"], file, "estimate"), over
+
+
+def _options(cls: Any, data: Mapping[str, Any], file: str, key: str) -> Any:
+    """An options dataclass from a study's mapping of knobs (keys already checked)."""
+    from hydra_opt.config import ConfigError
+
     try:
-        return cls.paper(**data) if preset == "paper" else cls(**data)
+        return cls(**data)
     except ConfigError as exc:
         raise ConfigError(exc.problem, file=file, key=f"{key}.{exc.key}" if exc.key else key, value=exc.value,
                           show_value=exc.show_value) from None

@@ -109,8 +109,12 @@ class StudySpec:
         artifact_dir: Folder of the artifact store (None = no artifacts).
         seed: Study seed (per-worker sampler seeds derive from it).
         sim_seed: Seed of every simulation (common random numbers: all designs see the same request sample).
-        estimate_options: ``options=`` for the estimator.
-        simulate_options: ``options=`` for the simulator.
+        estimate_options: ``EstimatorOptions`` knobs (older files: scenario settings too, moved to the scenario).
+        simulate_options: ``SimOptions`` knobs (older files: scenario settings and design overrides too).
+        scenario: The study's ``scenario:`` block: the one run description both evaluators read
+            (``hydra_opt.evaluate.scenario``; ``preset: paper`` allowed).
+        design_overrides: The study's ``design_overrides:`` block (``max_batch``, ``batching``, ``scheduler``,
+            ``placement`` given to every design before it is evaluated).
         evaluator: ``"module:callable"`` building the evaluator (default: the real estimator + simulator).
     """
 
@@ -133,6 +137,8 @@ class StudySpec:
     estimate_options: Mapping[str, Any] | None = None
     simulate_options: Mapping[str, Any] | None = None
     evaluator: str = ""
+    scenario: Mapping[str, Any] | None = None
+    design_overrides: Mapping[str, Any] | None = None
 
     @property
     def pair_keys(self) -> list[str]:
@@ -157,7 +163,8 @@ class StudySpec:
     def make_evaluator(self) -> Evaluator:
         """The evaluator named by ``evaluator`` (default :class:`HydraEvaluator`)."""
         if not self.evaluator:
-            return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file)
+            return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file,
+                                  scenario=self.scenario, design_overrides=self.design_overrides)
         mod, _, attr = self.evaluator.partition(":")
         try:
             factory = getattr(importlib.import_module(mod), attr)
@@ -332,19 +339,21 @@ def parse_study_spec(root: Node) -> StudySpec:
     sim_node = root.get("simulate", {}).mapping()
     sim_opts = dict(sim_node.data) if sim_node.data else {}
     sim_seed = int(sim_opts.pop("seed", 0)) if isinstance(sim_opts.get("seed", 0), int) else 0
+    scenario = root.get("scenario", {}).mapping().data or None
+    overrides = root.get("design_overrides", {}).mapping().data or None
     evaluator = root.get("evaluator", "").str(max_len=256)
     root.get("description", "").str(max_len=4096)
     root.done(
         ["kind", "name", "description", "model", "models", "workload", "workloads", "pairs", "search_space",
          "objectives", "sampler", "pruner", "budget", "storage", "artifacts", "seed", "estimate", "simulate",
-         "evaluator"]
+         "scenario", "design_overrides", "evaluator"]
     )
     return StudySpec(
         name=name, file=root.file, pairs=tuple(pairs), space=space, objectives=objectives, sampler=sampler,
         pruner=pruner, n_trials=n_trials, timeout_s=timeout_s, max_simulations=max_simulations, plan=plan, plan_pool=plan_pool,
         storage=storage, artifact_dir=artifact_dir,
         seed=seed, sim_seed=sim_seed, estimate_options=est_opts, simulate_options=sim_opts or None,
-        evaluator=evaluator,
+        evaluator=evaluator, scenario=scenario, design_overrides=overrides,
     )
 
 

@@ -23,15 +23,19 @@ from functools import lru_cache
 
 import numpy as np
 
+from hydra_opt.system.materialise import materialise
+from hydra_opt.system.policies import SCHEDULERS, scheduler_code
+
 from hydra_opt.evaluate.estimator import capacities as cap
 from hydra_opt.evaluate.estimator import fluid, markov
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
+from hydra_opt.evaluate.scenario import Scenario
 
 __all__ = ["Prepared", "prepare", "DesignInputs", "design_inputs", "solve", "estimate", "estimate_reference", "resolve",
            "SCHED_CODES"]
 
 #: Scheduler name → code used in arrays.
-SCHED_CODES = {"static": 0, "fcfs": 1, "worksteal": 2, "elastic": 3}
+SCHED_CODES = {name: scheduler_code(name) for name in SCHEDULERS}
 _PHASES = ("prefill", "decode")
 
 
@@ -55,6 +59,7 @@ class Prepared:
             more, whatever its window (the fluid's arrival stream is open-ended at rate λ, so a window reaching past
             the last arrival — the paper preset's whole run of 5,000 requests over 100 s — is capped by it).
         model: The model object (placement needs its blocks; None: load it by name).
+        scenario: The run described (TTFT rule, token budget, pipeline depth, presets, lending).
     """
 
     model_name: str
@@ -77,6 +82,7 @@ class Prepared:
     context_mean_tok: float | None = None
     offered_tokens: float = float("inf")
     model: object = field(default=None, compare=False, repr=False)
+    scenario: Scenario = field(default_factory=Scenario, compare=False)
 
     @property
     def n_blocks(self) -> int:
@@ -103,21 +109,27 @@ def _order_stats(steps: np.ndarray, b: int) -> np.ndarray:
     return (tail * widths[None, :]).sum(axis=1)
 
 
-def prepare(model, workload, *, options: EstimatorOptions | None = None, precision: str | None = None) -> Prepared:
-    """Everything about (model, workload) that does not depend on the design (cached by names and options)."""
+def prepare(model, workload, *, scenario: Scenario | None = None, options: EstimatorOptions | None = None,
+            precision: str | None = None) -> Prepared:
+    """Everything about (model, workload, scenario) that does not depend on the design (cached by names and options).
+
+    Args:
+        precision: The design's precision, used when the scenario sets none (None there too: ``fp16``).
+    """
     opts = options or EstimatorOptions()
-    prec = precision or opts.precision or "fp16"
-    horizon = opts.horizon_s if opts.horizon_s is not None else getattr(workload, "horizon_s", None)
-    return _prepare_cached(model, workload, prec, opts.n_samples, opts.seed, opts.window_s, horizon, opts.warmup_frac,
-                           opts.n_requests)
+    scn = scenario or Scenario()
+    prec = scn.precision or precision or "fp16"
+    horizon = scn.horizon_s if scn.horizon_s is not None else getattr(workload, "horizon_s", None)
+    return _prepare_cached(model, workload, prec, opts.n_samples, opts.seed, opts.window_s, horizon, scn)
 
 
 _PREP_CACHE: dict = {}
 
 
-def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, warmup, n_requests) -> Prepared:
+def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, scn: Scenario) -> Prepared:
+    warmup, n_requests = scn.warmup_frac, scn.n_requests
     key = (id(model), getattr(model, "name", None), id(workload), getattr(workload, "name", None), prec, n_samples,
-           seed, window, horizon, warmup, n_requests)
+           seed, window, horizon, scn)
     hit = _PREP_CACHE.get(key)
     if hit is not None:
         return hit
@@ -133,6 +145,8 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, war
     ot = np.maximum(np.asarray(reqs.output_tokens, dtype=np.float64), 1.0)
     if n_requests is not None:
         arr, pt, ot = arr[:n_requests], pt[:n_requests], ot[:n_requests]
+    if scn.arrival_interval_s is not None:  # the simulator's fixed-interval replay (resolve_requests)
+        arr = np.arange(arr.size, dtype=np.float64) * scn.arrival_interval_s
     # The simulator's placement context: mean of max(prompt, 1) + max(output, 1) over the replayed requests.
     ctx_mean = float(np.mean(np.maximum(pt, 1.0) + ot)) if pt.size else None
     if horizon:
@@ -177,6 +191,7 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, war
         context_mean_tok=ctx_mean,
         offered_tokens=float(ot.sum()) if ot.size else float("inf"),
         model=model,
+        scenario=scn,
     )
     _PREP_CACHE[key] = prep
     return prep
@@ -325,13 +340,6 @@ def _counts(design) -> list[tuple[str, int]]:
     return [(str(n), int(k)) for n, k in items if int(k) > 0]
 
 
-def _memory(design):
-    from hydra_opt.hardware.memory import get_memory
-
-    m = design.memory
-    return get_memory(m) if isinstance(m, str) else m
-
-
 def _library():
     from hydra_opt.hardware.chiplets import ChipletLibrary
 
@@ -389,15 +397,15 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
     """Arrays of one design (leading axis of length 1)."""
     opts = options or EstimatorOptions()
     lib = library or _library()
-    counts = _counts(design)
+    hw = materialise(design, lib)
+    counts = list(hw.counts)
     d2d = float(design.d2d_bw_gbps)
-    mem = _memory(design)
+    mem = hw.memory
     n_mem = int(design.n_mem)
     b = int(design.max_batch)
     batching = str(design.batching)
-    token_budget = 8192.0
-    chips = [lib.get(name, d2d, float(getattr(design, "slot_area_mm2", 144.0)), settings=getattr(design, "dynacore", None))
-             for name, _ in counts]
+    token_budget = float(prep.scenario.token_budget)
+    chips = list(hw.chiplets)
     type_names = [name for name, _ in counts]
     stations = [(k, c) for k, (c, (_, n)) in enumerate(zip(chips, counts)) for _ in range(n)]
     nb, ns = prep.n_blocks, len(stations)
@@ -434,7 +442,7 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
     # Memory traffic per family group: hybrid models split the memories into a Mamba and an attention group
     # (HYDRA Eq. 1, the placement's rule), and each family's weights/KV/state stream only from its group. The
     # binding group sets the cap: express it as an equivalent byte count against the total deliverable bandwidth.
-    groups = family_memory_groups(design, prep, n_mem, preset=opts.placement_preset, library=lib)
+    groups = family_memory_groups(design, prep, n_mem, preset=prep.scenario.placement_preset, library=lib)
     fams = np.array(prep.families)
 
     def eff_bytes(per_block: np.ndarray) -> float:
@@ -449,12 +457,12 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
 
     mem_bytes = eff_bytes(tables[0].mem_bytes) if tables else 0.0
     conc = memory_concurrency(prep, n_mem, float(mem.capacity_bytes), batching, b)
-    max_batches = opts.max_batches_in_flight or ns
+    max_batches = prep.scenario.max_batches or ns
     nbat = min(float(max_batches), math.floor(conc / b) if batching == "static" else conc / b)
     plan = cycle_plan(prep, batching, b, token_budget)
-    hbm = hbm_port_cap_gbps(n_mem, float(mem.bw_gbps), d2d, int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4)))
+    hbm = hbm_port_cap_gbps(n_mem, float(mem.bw_gbps), d2d, int(design.grid_w), int(design.grid_h))
     gain = 1.0
-    lend = opts.lend if opts.lend is not None else False
+    lend = prep.scenario.lend
     if lend and str(design.scheduler) == "elastic":
         gain = _lending_gain(prep, chips, counts, tables, opts)
     return DesignInputs(
@@ -525,7 +533,7 @@ def family_memory_groups(design, prep: Prepared, n_mem: int, *, preset: str = "c
         ctx = round(prep.context_mean_tok)
     prec = str(getattr(design, "precision", prep.precision))
     key = (prep.model_name, prec, int(n_mem), str(getattr(design, "memory", "")), int(design.max_batch), policy,
-           preset, ctx, int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4)))
+           preset, ctx, int(design.grid_w), int(design.grid_h))
     hit = _GROUP_CACHE.get(key)
     if hit is None:
         try:
@@ -718,7 +726,7 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
         seq = fluid.batch_sequence(sub)
         n = np.minimum(fluid.static_curves(sub, seq, np.array([w0, w1])), prep.offered_tokens)
         thr[st_idx] = (n[:, 1] - n[:, 0]) / max(w1 - w0, 1e-300)
-        tt = fluid.static_ttft(sub, seq, w0, w1, prep.horizon_s, from_=opts.ttft_from)
+        tt = fluid.static_ttft(sub, seq, w0, w1, prep.horizon_s, from_=prep.scenario.ttft_from)
         # Stochastic queueing at the prefill bottleneck stage, which the deterministic fluid does not see below
         # saturation: batches reach it every B/λ on average (Erlang-B formation: c_a² = 1/B) and need max D_P
         # (c_s² = the prompt-length SCV of a B-prompt batch); Kingman's G/G/1 mean wait, at most half the window.
@@ -741,7 +749,7 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
         sub.cap_tok = cap_tok[ct_idx]
         sub.horizon = prep.horizon_s
         sub.steps = prep.stats.steps
-        thr_c, ttft_c = fluid.continuous_requests(sub, w0, w1, prep.horizon_s, from_=opts.ttft_from)
+        thr_c, ttft_c = fluid.continuous_requests(sub, w0, w1, prep.horizon_s, from_=prep.scenario.ttft_from)
         thr[ct_idx] = np.minimum(thr_c, prep.offered_tokens / max(w1 - w0, 1e-300))
         ttft[ct_idx] = np.where(np.isfinite(ttft_c), ttft_c, np.inf)
     stat_thr = np.where(over, cap_tok, lam * out_tok)
@@ -777,7 +785,7 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
         wait[i] = float((pi * queue).sum()) / lam_u * (1.0 + scv) / 2.0 if lam > 0 else 0.0
         # Static batching: waiting for a batch to fill is already in the fluid (formation times); the chain's
         # low-occupancy states are that same wait, so only continuous batching adds the stochastic queueing.
-        if opts.ttft_from == "arrival" and np.isfinite(ttft[i]) and not inp.static_batching[i]:
+        if prep.scenario.ttft_from == "arrival" and np.isfinite(ttft[i]) and not inp.static_batching[i]:
             ttft[i] += wait[i]
     ttft = np.where(inp.feasible, ttft, np.inf)
     thr = np.where(inp.feasible, thr, 0.0)
@@ -874,7 +882,8 @@ def resolve(design, model, workload):
     return design, model, workload
 
 
-def estimate(design, model, workload, *, options: EstimatorOptions | None = None) -> Estimate:
+def estimate(design, model, workload, *, scenario: Scenario | None = None,
+             options: EstimatorOptions | None = None) -> Estimate:
     """Estimate throughput, TTFT and TPOT of one design serving ``workload`` with ``model`` (HYDRA §V).
 
     Runs the one-design fast path (``estimator.single``), whose results equal :func:`estimate_reference`'s.
@@ -883,25 +892,29 @@ def estimate(design, model, workload, *, options: EstimatorOptions | None = None
         design: A ``hydra_opt.system.design.DesignPoint``.
         model: A ``hydra_opt.workload.models.Model``.
         workload: A ``hydra_opt.workload.workload.Workload``.
-        options: :class:`EstimatorOptions`.
+        scenario: The run (``hydra_opt.evaluate.scenario.Scenario``; the simulator reads the same one).
+        options: :class:`EstimatorOptions` (model knobs).
     """
     opts = options or EstimatorOptions()
+    scn = scenario or Scenario()
     design, model, workload = resolve(design, model, workload)
-    prep = prepare(model, workload, options=opts, precision=opts.precision or getattr(design, "precision", None))
+    prep = prepare(model, workload, scenario=scn, options=opts, precision=getattr(design, "precision", None))
     from hydra_opt.evaluate.estimator.single import estimate_one
 
-    return estimate_one(design, prep, opts)
+    return estimate_one(design, prep, opts, library=scn.library())
 
 
-def estimate_reference(design, model, workload, *, options: EstimatorOptions | None = None) -> Estimate:
+def estimate_reference(design, model, workload, *, scenario: Scenario | None = None,
+                       options: EstimatorOptions | None = None) -> Estimate:
     """:func:`estimate` through the array solver (:func:`design_inputs` + :func:`solve` with one design).
 
     The definition the single-design fast path (``estimator.single``) must reproduce; kept for tests and checks.
     """
     opts = options or EstimatorOptions()
+    scn = scenario or Scenario()
     design, model, workload = resolve(design, model, workload)
-    prep = prepare(model, workload, options=opts, precision=opts.precision or getattr(design, "precision", None))
-    inp = design_inputs(design, prep, opts)
+    prep = prepare(model, workload, scenario=scn, options=opts, precision=getattr(design, "precision", None))
+    inp = design_inputs(design, prep, opts, library=scn.library())
     res = solve(inp, prep, opts, sparse=True)
     return _to_estimate(res, inp, prep, 0)
 

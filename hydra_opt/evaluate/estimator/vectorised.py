@@ -15,6 +15,7 @@ import numpy as np
 
 from hydra_opt.evaluate.estimator import core, single
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
+from hydra_opt.evaluate.scenario import Scenario
 
 __all__ = ["estimate_space", "space_arrays"]
 
@@ -71,8 +72,7 @@ def _inputs_many(designs: Sequence, prep: core.Prepared, opts: EstimatorOptions,
     stacks: dict = {}
     for r, d in enumerate(designs):
         key = (tuple(core._counts(d)), str(d.scheduler), float(d.d2d_bw_gbps), int(d.max_batch), str(d.batching),
-               str(d.memory), int(d.n_mem), float(getattr(d, "slot_area_mm2", 144.0)), int(getattr(d, "grid_w", 6)),
-               int(getattr(d, "grid_h", 4)), str(d.placement),
+               str(d.memory), int(d.n_mem), float(d.slot_area_mm2), int(d.grid_w), int(d.grid_h), str(d.placement),
                str(getattr(d, "precision", "")))  # placement policy decides the memory groups
         one = cache.get(key)
         if one is None:
@@ -99,8 +99,8 @@ def _inputs_many(designs: Sequence, prep: core.Prepared, opts: EstimatorOptions,
     )
 
 
-def space_arrays(designs: Iterable, model, workload, *, options: EstimatorOptions | None = None,
-                 chunk: int = 2048) -> dict[str, np.ndarray]:
+def space_arrays(designs: Iterable, model, workload, *, scenario: Scenario | None = None,
+                 options: EstimatorOptions | None = None, chunk: int = 2048) -> dict[str, np.ndarray]:
     """Throughput, TTFT, TPOT, capacity and ρ of every design, as arrays (chunks of ``chunk`` designs).
 
     All designs must share the precision (one prepared workload); mixed precisions are grouped by the caller.
@@ -109,9 +109,9 @@ def space_arrays(designs: Iterable, model, workload, *, options: EstimatorOption
     designs = list(designs)
     if not designs:
         return {k: np.zeros(0) for k in ("throughput_tok_s", "ttft_mean_s", "tpot_mean_s", "capacity_tok_s", "rho")}
-    prec = opts.precision or getattr(designs[0], "precision", None)
-    prep = core.prepare(model, workload, options=opts, precision=prec)
-    lib = core._library()
+    scn = scenario or Scenario()
+    prep = core.prepare(model, workload, scenario=scn, options=opts, precision=getattr(designs[0], "precision", None))
+    lib = scn.library()
     out: dict[str, list] = {k: [] for k in ("throughput_tok_s", "ttft_mean_s", "tpot_mean_s", "capacity_tok_s", "rho")}
     out["bottleneck"] = []
     for i in range(0, len(designs), chunk):
@@ -126,9 +126,10 @@ def space_arrays(designs: Iterable, model, workload, *, options: EstimatorOption
     return arrays
 
 
-def estimate_space(designs: Iterable, model, workload, *, options: EstimatorOptions | None = None) -> list[Estimate]:
+def estimate_space(designs: Iterable, model, workload, *, scenario: Scenario | None = None,
+                   options: EstimatorOptions | None = None) -> list[Estimate]:
     """:class:`Estimate` of every design (the vectorised path; diagnostics limited to the bottleneck and ρ)."""
-    a = space_arrays(designs, model, workload, options=options)
+    a = space_arrays(designs, model, workload, scenario=scenario, options=options)
     return [
         Estimate(
             throughput_tok_s=float(a["throughput_tok_s"][i]),

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from hydra_opt.evaluate.simulator.engine import DONE, QUEUED, REJECTED, RUNNING, RawRun
+from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.evaluate.simulator.options import SimOptions
 
 __all__ = ["SimResult", "summarize"]
@@ -143,14 +144,17 @@ def _f(x: float) -> str:
 
 
 def summarize(
-    raw: RawRun, options: SimOptions, *, design: str, model: str, workload: str, seed: int
+    raw: RawRun, scenario: Scenario, *, design: str, model: str, workload: str, seed: int,
+    options: SimOptions | None = None,
 ) -> SimResult:
-    """Turn a :class:`RawRun` into a :class:`SimResult` (docs/metrics.md)."""
+    """Turn a :class:`RawRun` into a :class:`SimResult` measured as ``scenario`` says (docs/metrics.md)."""
     with np.errstate(invalid="ignore"):
-        return _summarize(raw, options, design=design, model=model, workload=workload, seed=seed)
+        return _summarize(raw, scenario, options or SimOptions(), design=design, model=model, workload=workload,
+                          seed=seed)
 
 
-def _summarize(raw: RawRun, options: SimOptions, *, design: str, model: str, workload: str, seed: int) -> SimResult:
+def _summarize(raw: RawRun, scn: Scenario, options: SimOptions, *, design: str, model: str, workload: str,
+               seed: int) -> SimResult:
     end = raw.sim_end_s
     arr = raw.arrival_s
     arrived = np.arange(arr.size) < raw.n_arrived
@@ -159,17 +163,17 @@ def _summarize(raw: RawRun, options: SimOptions, *, design: str, model: str, wor
         a0, a1 = float(arr[0]), float(arr[raw.n_arrived - 1])
     else:
         a0 = a1 = 0.0
-    t0 = a0 + options.warmup_frac * (a1 - a0)
+    t0 = a0 + scn.warmup_frac * (a1 - a0)
     t1 = min(a1, end)
     whole = raw.tokens_emitted / end if end > 0 else math.nan
-    if options.throughput_window == "whole_run" or t1 - t0 <= 0:
+    if scn.window == "whole_run" or t1 - t0 <= 0:
         thr, win = whole, (0.0, end)
     else:
         sel = (raw.token_t > t0) & (raw.token_t <= t1)
         thr, win = float(raw.token_n[sel].sum()) / (t1 - t0), (t0, t1)
-    in_win = arrived if options.throughput_window == "whole_run" else arrived & (arr >= t0) & (arr <= t1)
+    in_win = arrived if scn.window == "whole_run" else arrived & (arr >= t0) & (arr <= t1)
     has_ft = np.isfinite(raw.first_token_s)
-    if options.ttft_from == "arrival":
+    if scn.ttft_from == "arrival":
         ttft = (raw.first_token_s - arr)[in_win & has_ft]
     else:
         ttft = raw.first_batch_start_s[in_win & has_ft]
@@ -192,7 +196,7 @@ def _summarize(raw: RawRun, options: SimOptions, *, design: str, model: str, wor
         ttft_p50_s=t50,
         ttft_p90_s=t90,
         ttft_p99_s=t99,
-        ttft_from=options.ttft_from,
+        ttft_from=scn.ttft_from,
         tpot_mean_s=_stats(tpot)[0],
         tpot_p99_s=_stats(tpot)[3],
         e2e_mean_s=_stats(e2e)[0],
@@ -224,6 +228,6 @@ def _summarize(raw: RawRun, options: SimOptions, *, design: str, model: str, wor
         model=model,
         workload=workload,
         seed=int(seed),
-        options=options.to_dict(),
+        options={**options.to_dict(), "scenario": scn.to_dict()},
         raw=raw,
     )
