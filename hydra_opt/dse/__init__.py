@@ -11,10 +11,11 @@ from hydra_opt.dse.exhaustive import ExhaustiveResult, recovery, run_exhaustive,
 from hydra_opt.dse.objectives import METRICS, Metric, ObjectiveSpec, load_objectives
 from hydra_opt.dse.pruner import Promotion, PromotionPruner
 from hydra_opt.dse.report import export_design, format_front_table, front_rows, write_report
+from hydra_opt.dse.runner import RunOptions, RunSummary, open_study, run_study
 from hydra_opt.dse.samplers import SamplerSpec, make_sampler, worker_seed
 from hydra_opt.dse.search_space import SearchSpace, load_search_space
+from hydra_opt.dse.spec import StudySpec, load_study_spec
 from hydra_opt.dse.storages import make_storage, redact_url
-from hydra_opt.dse.study import RunOptions, RunSummary, StudySpec, load_study_spec, open_study, run_study
 
 __all__ = [
     "Evaluator",

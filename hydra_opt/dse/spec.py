@@ -1,0 +1,362 @@
+"""Study specs: the study file (``studies/*.yaml``) parsed into a frozen :class:`StudySpec`, and its fingerprint.
+
+A study file names the (model, workload) pairs, a search space, objectives, a sampler, the promotion pruner, a
+budget, a storage URL and an artifact folder (schema in ``docs/dse.md``). Relative paths inside resolve against the
+file's folder. :meth:`StudySpec.fingerprint` hashes what defines the study's trials, so a study is never resumed
+with a different definition (:func:`hydra_opt.dse.runner.open_study`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra_opt.config import ConfigError, Node, load_yaml
+from hydra_opt.dse.evaluators import Evaluator, HydraEvaluator
+from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
+from hydra_opt.dse.plan import PLANS
+from hydra_opt.dse.samplers import SamplerSpec
+from hydra_opt.dse.search_space import SearchSpace, load_search_space, parse_search_space
+from hydra_opt.dse.storages import check_url, sqlite_url_for
+
+__all__ = [
+    "StudySpec",
+    "PrunerSpec",
+    "load_study_spec",
+    "parse_study_spec",
+    "design_key",
+    "PLAN_POOLS",
+    "PLAN_POOL_MAX",
+]
+
+#: ``budget.plan_pool`` values.
+PLAN_POOLS: tuple[str, ...] = ("estimated", "space")
+#: Largest search space ``plan_pool: space`` estimates in full (≈ 1 ms per design and pair, once per worker).
+PLAN_POOL_MAX = 20_000
+
+
+@dataclass(frozen=True)
+class PrunerSpec:
+    """Promotion settings; ``enabled=False`` simulates every feasible trial."""
+
+    enabled: bool = True
+    rule: str = "either"
+    k_ranks: int = 1
+    epsilon: float = 0.05
+    n_warmup_trials: int = 10
+    min_estimates: int = 0
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A parsed study file.
+
+    Attributes:
+        name: Study name (the Optuna study name unless overridden).
+        file: The study file.
+        pairs: (model, workload) names or paths.
+        space: The search space.
+        objectives: Objectives, aggregation and constraints.
+        sampler: The sampler choice.
+        pruner: Promotion settings.
+        n_trials: Total budget of finished trials over the whole study (None = unbounded).
+        max_simulations: Cap on distinct simulated designs over the whole study (None = none); once reached,
+            trials are still estimated but end PRUNED (``promotion: simulation-budget``).
+        plan: How the simulation budget is spent: ``"greedy"`` (promote as the pruner decides until the cap) or
+            ``"calibrated"`` (estimate only until the trials left equal the simulations left, then simulate the
+            designs :func:`hydra_opt.dse.plan.plan_next` picks; needs ``max_simulations``). The file's ``auto``
+            (default) resolves to calibrated when ``budget.max_simulations`` is set, else greedy.
+        plan_pool: Where the calibrated plan picks from: ``"estimated"`` (the designs the study's trials estimated)
+            or ``"space"`` (every design of the search space, estimated once, vectorised, when the plan starts — a
+            design no trial proposed is enqueued with the parameters that draw it; the space must have at most
+            :data:`PLAN_POOL_MAX` designs). The file's ``auto`` (default) resolves to space for a calibrated plan on
+            a space that small, else estimated.
+        timeout_s: Wall-time limit of one invocation, s (None = none).
+        storage: Storage URL.
+        artifact_dir: Folder of the artifact store (None = no artifacts).
+        seed: Study seed (per-worker sampler seeds derive from it).
+        sim_seed: Seed of every simulation (common random numbers: all designs see the same request sample).
+        estimate_options: ``EstimatorOptions`` knobs (older files: scenario settings too, moved to the scenario).
+        simulate_options: ``SimOptions`` knobs (older files: scenario settings and design overrides too).
+        scenario: The study's ``scenario:`` block: the one run description both evaluators read
+            (``hydra_opt.evaluate.scenario``; ``preset: paper`` allowed).
+        design_overrides: The study's ``design_overrides:`` block (``max_batch``, ``batching``, ``scheduler``,
+            ``placement`` given to every design before it is evaluated).
+        evaluator: ``"module:callable"`` building the evaluator (default: the real estimator + simulator).
+    """
+
+    name: str
+    file: str
+    pairs: tuple[tuple[str, str], ...]
+    space: SearchSpace
+    objectives: ObjectiveSpec = DEFAULT_OBJECTIVES
+    sampler: SamplerSpec = field(default_factory=SamplerSpec)
+    pruner: PrunerSpec = PrunerSpec()
+    n_trials: int | None = 100
+    timeout_s: float | None = None
+    max_simulations: int | None = None
+    plan: str = "greedy"
+    plan_pool: str = "estimated"
+    storage: str = ""
+    artifact_dir: Path | None = None
+    seed: int = 0
+    sim_seed: int = 0
+    estimate_options: Mapping[str, Any] | None = None
+    simulate_options: Mapping[str, Any] | None = None
+    evaluator: str = ""
+    scenario: Mapping[str, Any] | None = None
+    design_overrides: Mapping[str, Any] | None = None
+
+    @property
+    def pair_keys(self) -> list[str]:
+        return [f"{m}/{w}" for m, w in self.pairs]
+
+    def fingerprint(self) -> str:
+        """Hash of what defines the study's trials (space, objectives, pairs, pruner); not budget or storage."""
+        blob = json.dumps(
+            {
+                "pairs": self.pairs,
+                "space": [self.space.composition.slots, [(p.name, p.values) for p in self.space.composition.parts],
+                          [(d.name, list(map(repr, d.values))) for d in self.space.scalars], self.space.encoding,
+                          sorted(self.space.package.items())],
+                "objectives": [m.name for m in self.objectives.metrics],
+                "aggregate": self.objectives.aggregate,
+            },
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def make_evaluator(self) -> Evaluator:
+        """The evaluator named by ``evaluator`` (default :class:`HydraEvaluator`)."""
+        if not self.evaluator:
+            return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file,
+                                  scenario=self.scenario, design_overrides=self.design_overrides)
+        mod, _, attr = self.evaluator.partition(":")
+        try:
+            factory = getattr(importlib.import_module(mod), attr)
+        except Exception:  # noqa: BLE001 - ImportError, or anything a module raises on import
+            raise ConfigError("cannot be imported (expected module:callable)", file=self.file, key="evaluator",
+                              value=self.evaluator) from None
+        try:
+            evaluator = factory(self)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. `os:system` called with a spec: a bad value, not a crash
+            raise ConfigError(f"failed to build an evaluator ({type(exc).__name__})", file=self.file, key="evaluator",
+                              value=self.evaluator) from None
+        if not isinstance(evaluator, Evaluator):
+            raise ConfigError("did not return an evaluator (design/load/feasibility/estimate/simulate)",
+                              file=self.file, key="evaluator", value=self.evaluator)
+        return evaluator
+
+
+def design_key(design: Mapping[str, Any]) -> str:
+    """A short stable hash of a design dict (identical designs share it)."""
+    return hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def load_study_spec(path: str | os.PathLike[str]) -> StudySpec:
+    """Read and validate a study file (relative paths inside resolve against its folder)."""
+    return parse_study_spec(load_yaml(path))
+
+
+def _names(root: Node, single: str, plural: str) -> list[str]:
+    if root.has(plural):
+        return [n.str(max_len=1024) for n in root.get(plural).list(min_len=1, max_len=64)]
+    return [root.get(single).str(max_len=1024)]
+
+
+def _safe_output_dir(node: Node, base: Path) -> Path:
+    """An output folder; a relative one must stay inside ``base`` (no ``..`` escapes)."""
+    raw = node.str(max_len=4096)
+    if "\x00" in raw or not raw.strip():
+        raise node.error("is not a folder path")
+    p = Path(os.path.expanduser(raw))
+    if not p.is_absolute():
+        if ".." in p.parts:
+            raise node.error("must not contain '..' (write artifacts inside the study folder or give an absolute path)")
+        p = base / p
+    return p
+
+
+def parse_study_spec(root: Node) -> StudySpec:
+    """Validate a parsed study document."""
+    root.mapping()
+    base = Path(root.file).resolve().parent
+    kind = root.get("kind", "study").str()
+    if kind != "study":
+        raise root.error("must be 'study'", value=kind, key="kind")
+    name = root.get("name").str(max_len=128)
+    if not name.strip() or any(ord(c) < 32 for c in name):
+        raise root.error("must be a non-empty printable name", value=name, key="name")
+    pairs = _parse_pairs(root, base)
+    space = _parse_space(root, base)
+    objectives = _parse_objectives(root, base)
+    sampler = _parse_sampler(root)
+    if sampler.needs_static_space and space.encoding == "conditional" and not space.encoding_explicit:
+        # Samplers that model a fixed space cannot use conditional (dynamic-range) parameters well.
+        space = space.with_encoding("stick_breaking")
+    if sampler.is_grid:
+        space = space.with_encoding("enumerated")
+    pruner = _parse_pruner(root)
+    budget = _parse_budget(root, space)
+    storage = _parse_storage(root, base)
+
+    from hydra_opt.dse.artifacts import safe_name
+
+    artifact_dir: Path | None = base / "artifacts" / safe_name(name)  # a name like "../../x" must not escape
+    if root.has("artifacts"):
+        an = root.get("artifacts")
+        artifact_dir = None if an.data is False else _safe_output_dir(an, base)
+
+    seed = root.get("seed", 0).int(minimum=0, maximum=2**32 - 1)
+    est_opts = root.get("estimate", {}).mapping().data or None
+    sim_node = root.get("simulate", {}).mapping()
+    sim_opts = dict(sim_node.data) if sim_node.data else {}
+    sim_seed = int(sim_opts.pop("seed", 0)) if isinstance(sim_opts.get("seed", 0), int) else 0
+    scenario = root.get("scenario", {}).mapping().data or None
+    overrides = root.get("design_overrides", {}).mapping().data or None
+    evaluator = root.get("evaluator", "").str(max_len=256)
+    root.get("description", "").str(max_len=4096)
+    root.done(
+        ["kind", "name", "description", "model", "models", "workload", "workloads", "pairs", "search_space",
+         "objectives", "sampler", "pruner", "budget", "storage", "artifacts", "seed", "estimate", "simulate",
+         "scenario", "design_overrides", "evaluator"]
+    )
+    return StudySpec(
+        name=name, file=root.file, pairs=tuple(pairs), space=space, objectives=objectives, sampler=sampler,
+        pruner=pruner, **budget, storage=storage, artifact_dir=artifact_dir,
+        seed=seed, sim_seed=sim_seed, estimate_options=est_opts, simulate_options=sim_opts or None,
+        evaluator=evaluator, scenario=scenario, design_overrides=overrides,
+    )
+
+
+def _parse_pairs(root: Node, base: Path) -> list[tuple[str, str]]:
+    """``pairs:`` or the product of ``model(s)`` × ``workload(s)``, file references resolved against ``base``."""
+    if root.has("pairs"):
+        pairs = []
+        for item in root.get("pairs").list(min_len=1, max_len=64):
+            item.mapping()
+            pairs.append((item.get("model").str(max_len=1024), item.get("workload").str(max_len=1024)))
+            item.done(["model", "workload"])
+    else:
+        models = _names(root, "model", "models")
+        workloads = _names(root, "workload", "workloads")
+        pairs = [(m, w) for m in models for w in workloads]
+    return [(_resolve_ref(m, base), _resolve_ref(w, base)) for m, w in pairs]
+
+
+def _parse_space(root: Node, base: Path) -> SearchSpace:
+    """``search_space:`` inline or as a file."""
+    snode = root.get("search_space")
+    if isinstance(snode.data, dict):
+        return parse_search_space(Node(snode.data, file=root.file, key=snode.key))
+    return load_search_space(str(snode.path(base=base, must_exist=True)))
+
+
+def _parse_objectives(root: Node, base: Path) -> ObjectiveSpec:
+    """``objectives:`` inline, as a file, or the defaults."""
+    if not root.has("objectives"):
+        return DEFAULT_OBJECTIVES
+    onode = root.get("objectives")
+    if isinstance(onode.data, dict):
+        return parse_objectives(Node(onode.data, file=root.file, key=onode.key))
+    return load_objectives(str(onode.path(base=base, must_exist=True)))
+
+
+def _parse_sampler(root: Node) -> SamplerSpec:
+    """``sampler:`` as a name or ``{name, args}``."""
+    if not root.has("sampler"):
+        return SamplerSpec(file=root.file)
+    sn = root.get("sampler")
+    if isinstance(sn.data, str):
+        return SamplerSpec(sn.str(max_len=64), file=root.file)
+    sn.mapping()
+    args = sn.get("args", {}).mapping().data
+    sampler = SamplerSpec(sn.get("name", "tpe").str(max_len=64), args, file=root.file)
+    sn.done(["name", "args"])
+    return sampler
+
+
+def _parse_pruner(root: Node) -> PrunerSpec:
+    """``pruner:`` (``none``/``false`` disables promotion)."""
+    if not root.has("pruner"):
+        return PrunerSpec()
+    pn = root.get("pruner")
+    if pn.data in ("none", False):
+        return PrunerSpec(enabled=False)
+    pn.mapping()
+    pruner = PrunerSpec(
+        enabled=pn.get("enabled", True).bool(),
+        rule=pn.get("rule", "either").str(choices=("rank", "epsilon", "either")),
+        k_ranks=pn.get("k_ranks", 1).int(minimum=1, maximum=1000),
+        epsilon=pn.get("epsilon", 0.05).number(minimum=0.0, maximum=100.0),
+        n_warmup_trials=pn.get("n_warmup_trials", 10).int(minimum=0, maximum=10**6),
+        min_estimates=pn.get("min_estimates", 0).int(minimum=0, maximum=10**6),
+    )
+    pn.done(["enabled", "rule", "k_ranks", "epsilon", "n_warmup_trials", "min_estimates"])
+    return pruner
+
+
+def _parse_budget(root: Node, space: SearchSpace) -> dict[str, Any]:
+    """``budget:`` as :class:`StudySpec` fields (``n_trials``, ``timeout_s``, ``max_simulations``, ``plan``,
+    ``plan_pool``), with the ``auto`` plan and pool resolved."""
+    out: dict[str, Any] = {"n_trials": 100, "timeout_s": None, "max_simulations": None, "plan": "greedy",
+                           "plan_pool": "estimated"}
+    if not root.has("budget"):
+        return out
+    bn = root.get("budget").mapping()
+    out["n_trials"] = bn.get("n_trials", 100).int(minimum=1, maximum=10**7)
+    if bn.has("timeout_s"):
+        out["timeout_s"] = bn.get("timeout_s").number(positive=True, maximum=10**8)
+    if bn.has("max_simulations"):
+        out["max_simulations"] = bn.get("max_simulations").int(minimum=1, maximum=10**7)
+    plan = bn.get("plan", "auto").str(choices=("auto", *PLANS))
+    if plan == "auto":
+        # The recovery benchmark (docs/dse.md): with a known simulation budget, planning it beats greedy promotion.
+        plan = "calibrated" if out["max_simulations"] is not None else "greedy"
+    if plan == "calibrated" and out["max_simulations"] is None:
+        raise ConfigError("needs budget.max_simulations (the budget it plans)", file=root.file, key="budget.plan",
+                          value=plan)
+    plan_pool = bn.get("plan_pool", "auto").str(choices=("auto", *PLAN_POOLS))
+    if plan_pool == "auto":
+        plan_pool = "space" if plan == "calibrated" and space.size() <= PLAN_POOL_MAX else "estimated"
+    if plan_pool == "space":
+        if plan != "calibrated":
+            raise ConfigError("needs budget.plan: calibrated", file=root.file, key="budget.plan_pool",
+                              value=plan_pool)
+        if space.size() > PLAN_POOL_MAX:
+            raise ConfigError(f"space has {space.size():,} designs; plan_pool: space allows at most "
+                              f"{PLAN_POOL_MAX:,} (use plan_pool: estimated)", file=root.file,
+                              key="budget.plan_pool", value=plan_pool)
+    bn.done(["n_trials", "timeout_s", "max_simulations", "plan", "plan_pool"])
+    out["plan"], out["plan_pool"] = plan, plan_pool
+    return out
+
+
+def _parse_storage(root: Node, base: Path) -> str:
+    """``storage:`` (a relative SQLite file lives next to the study file; default ``<stem>.db`` there)."""
+    if not root.has("storage"):
+        return sqlite_url_for(base / f"{Path(root.file).stem}.db")
+    storage = root.get("storage").str(max_len=4096)
+    if storage.startswith("sqlite:///") and not storage.startswith("sqlite:////"):
+        rel = storage[len("sqlite:///"):]
+        if rel and rel != ":memory:" and not Path(rel).is_absolute():
+            storage = sqlite_url_for(base / rel)  # relative SQLite files live next to the study file
+    check_url(storage, file=root.file, key="storage")
+    return storage
+
+
+def _resolve_ref(ref: str, base: Path) -> str:
+    """A model/workload reference: a shipped name stays a name; a relative file path resolves against ``base``."""
+    if ref.endswith((".yaml", ".yml", ".csv", ".jsonl", ".json")) and not Path(ref).is_absolute():
+        return str((base / ref).resolve())
+    return ref
+
