@@ -1,4 +1,4 @@
-"""The artifact-rule probes of the Fig. 8 reproduction (hydra_opt/dse/reproduce/artifact_probe.py)."""
+"""The artifact-rule probes of the Fig. 8 reproduction (hydra_opt/experiments/artifact_probe.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from hydra_opt.dse.reproduce.artifact_probe import (
+from hydra_opt.experiments.artifact_probe import (
     ArtifactAttention,
     ProbeLibrary,
     artifact_attention_model,

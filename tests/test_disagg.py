@@ -1,4 +1,4 @@
-"""Prefill/decode-disaggregated serving simulator (hydra_opt.evaluate.disagg): closed forms and invariants."""
+"""Prefill/decode-disaggregated serving simulator (hydra_opt.experiments.disagg): closed forms and invariants."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hydra_opt.config.errors import ConfigError
-from hydra_opt.evaluate.disagg import DisaggOptions, DynaCoreDeviceCost, simulate_disagg
+from hydra_opt.experiments.disagg import DisaggOptions, DynaCoreDeviceCost, simulate_disagg
 
 
 class LinearCost:

@@ -11,11 +11,10 @@ import yaml
 from hydra_opt.hardware.area import (
     Composition,
     area_problem,
-    compose,
     interpolate_area_mm2,
     package_area_mm2,
 )
-from hydra_opt.hardware.chiplets import ChipletLibrary
+from hydra_opt.hardware.chiplets import ChipletLibrary, compose
 
 ARTIFACT = Path("/work/shared/data/hydra_artifact/analytic_profile/comp_acc")
 TYPES = ("tscs_p", "tscs_d", "marca_p", "marca_d")

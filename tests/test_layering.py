@@ -1,4 +1,6 @@
-"""Imports point down only: workload → hardware → system → runtime → evaluate → dse; only dse imports optuna."""
+"""Imports point down only: config → workload → hardware → system → runtime → evaluate → dse → experiments → cli;
+only dse (and the paper experiments above it) import optuna; only ``cli/report_cmd.py`` (``report --reproduce``)
+reaches the experiments, by a normal import — no other module names them, not even in a string."""
 
 from __future__ import annotations
 
@@ -8,7 +10,10 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "hydra_opt"
-ORDER = ["config", "workload", "hardware", "system", "runtime", "evaluate", "dse", "cli"]
+ORDER = ["config", "workload", "hardware", "system", "runtime", "evaluate", "dse", "experiments", "cli"]
+OPTUNA_LAYERS = ("dse", "experiments")
+#: The one product module that may import the paper experiments (the ``report --reproduce`` entry).
+EXPERIMENTS_ENTRY = Path("cli") / "report_cmd.py"
 
 
 def _layer(path: Path) -> str | None:
@@ -38,6 +43,21 @@ def test_imports_point_down(path: Path) -> None:
     for mod in _imports(path):
         parts = mod.split(".")
         if parts[0] == "optuna" or parts[0] == "optuna_dashboard":
-            assert layer == "dse", f"{path.name} imports {mod}: only hydra_opt.dse may import optuna"
+            assert layer in OPTUNA_LAYERS, f"{path.name} imports {mod}: only hydra_opt.dse may import optuna"
         if parts[0] == "hydra_opt" and len(parts) > 1 and parts[1] in ORDER:
             assert ORDER.index(parts[1]) <= rank, f"{path.relative_to(PKG)} imports higher layer {mod}"
+        if parts[:2] == ["hydra_opt", "experiments"] and layer != "experiments":
+            assert path.relative_to(PKG) == EXPERIMENTS_ENTRY, f"{path.relative_to(PKG)} imports {mod}: only " \
+                f"{EXPERIMENTS_ENTRY} (report --reproduce) may import the paper experiments"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PKG)))
+def test_no_string_reaches_the_experiments(path: Path) -> None:
+    """No ``"hydra_opt.experiments..."`` loader string (importlib, kind registries) outside the experiments and
+    their one entry: a string import would bypass :func:`test_imports_point_down`."""
+    if _layer(path) == "experiments" or path.relative_to(PKG) == EXPERIMENTS_ENTRY:
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            assert not node.value.startswith("hydra_opt.experiments"), f"{path.relative_to(PKG)}: {node.value!r}"

@@ -1,12 +1,12 @@
-"""Beyond-the-papers study (hydra_opt.dse.reproduce.beyond): accuracy cost, Pareto filter, a tiny run."""
+"""Beyond-the-papers study (hydra_opt.experiments.beyond): accuracy cost, Pareto filter, a tiny run."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hydra_opt.dse.reproduce import beyond as B
-from hydra_opt.dse.reproduce.common import Section
+from hydra_opt.experiments import beyond as B
+from hydra_opt.experiments.common import Section
 
 
 def test_design_accuracy_cost():

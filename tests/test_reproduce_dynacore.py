@@ -1,12 +1,13 @@
-"""DynaCore §8 reproduction module (hydra_opt.dse.reproduce.dynacore): pieces that run in seconds."""
+"""DynaCore §8 reproduction module (hydra_opt.experiments.dynacore): pieces that run in seconds."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hydra_opt.dse.reproduce import dynacore as D
-from hydra_opt.dse.reproduce.common import Row, Section
+from hydra_opt.experiments import dynacore as D
+from hydra_opt.experiments.common import Row, Section
+from hydra_opt.experiments.paths import ExperimentPaths
 
 
 def _unexplained(rows: list[Row]) -> list[str]:
@@ -42,7 +43,7 @@ def test_single_device_orders_architectures():
 
 
 def test_serving_requests_and_dynacore_beats_planaria_tpot():
-    from hydra_opt.evaluate.disagg import DynaCoreDeviceCost
+    from hydra_opt.experiments.disagg import DynaCoreDeviceCost
     from hydra_opt.workload.models import load_model
 
     model = load_model(D.SERVING_MODEL)
@@ -58,10 +59,11 @@ def test_serving_requests_and_dynacore_beats_planaria_tpot():
 
 
 def test_mooncake_uses_real_timestamps():
-    path = D._traces_dir() / D.MOONCAKE_FILE
+    traces = ExperimentPaths.default().traces_dir
+    path = traces / D.MOONCAKE_FILE
     if not path.is_file():
-        pytest.skip(f"{path} not present")
-    r = D.serving_requests("mooncake", 50, max_total_tokens=131072)
+        pytest.skip(f"{path} not present (set $HYDRA_OPT_SHARED)")
+    r = D.serving_requests("mooncake", 50, max_total_tokens=131072, traces_dir=traces)
     assert r.arrival_s[0] == 0.0 and np.all(np.diff(r.arrival_s) >= 0)
     assert r.arrival_s[-1] > 1.0  # timestamps from the file (ms → s), not a synthetic process
     assert (r.prompt_tokens + r.output_tokens).max() <= 131072
@@ -75,7 +77,8 @@ def test_run_assembles_section(tmp_path, monkeypatch):
     monkeypatch.setattr(D, "_fig11", fig11)
     monkeypatch.setattr(D, "_fig10", lambda fig_dir, quick: ([Row("x", 2.0, 2.0, "x")], "f10.png", {}))
     monkeypatch.setattr(
-        D, "_serving", lambda fig_dir, quick, seed: ([Row("y", 1.0, 3.0, "x", "cause")], ["s.png"], "md", {})
+        D, "_serving",
+        lambda fig_dir, quick, seed, traces_dir: ([Row("y", 1.0, 3.0, "x", "cause")], ["s.png"], "md", {}),
     )
     s = D.run(True, tmp_path / "figs", seed=0)
     assert isinstance(s, Section) and s.key == "dynacore" and s.quick

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hydra_opt.dse.reproduce.fronts import (
+from hydra_opt.experiments.fronts import (
     artifact_design,
     artifact_front_path,
     bstar_mt,
@@ -21,7 +21,7 @@ from hydra_opt.dse.reproduce.fronts import (
     stratified_sample,
     stratum_key,
 )
-from hydra_opt.dse.reproduce.hydra_table5 import recovery_of, top_k
+from hydra_opt.experiments.hydra_table5 import recovery_of, top_k
 
 
 def test_front_mask_excludes_dominated_and_unserved():
@@ -102,8 +102,9 @@ def test_artifact_row_to_design_and_published_front(tmp_path: Path):
     csv_path.write_text("\n".join(lines) + "\n")
     pts = load_artifact_front(csv_path)
     assert len(pts) == 1 and pts[0].throughput_tok_s == pytest.approx(1189.69)
-    assert artifact_front_path("nemotron-h-4b@hydra", "hydra-chat") is None
-    assert artifact_front_path("llama-3-8b@hydra", "hydra-longwriter").name.endswith("LLAMA3-LW_bw_static_static.csv")
+    assert artifact_front_path("nemotron-h-4b@hydra", "hydra-chat", tmp_path) is None
+    lw = artifact_front_path("llama-3-8b@hydra", "hydra-longwriter", tmp_path)
+    assert lw.parent == tmp_path and lw.name.endswith("LLAMA3-LW_bw_static_static.csv")
 
 
 def test_table5_top_k_and_recovery():
@@ -115,7 +116,7 @@ def test_table5_top_k_and_recovery():
 
 
 def test_ladder_summary_groups_offset_and_agreeing_fronts():
-    from hydra_opt.dse.reproduce.hydra_fig8 import _ladder_summary
+    from hydra_opt.experiments.hydra_fig8 import _ladder_summary
 
     def art(tag, pub, ours, last):
         return dict(tag=tag, pub_mt_tp=pub, ours_at_pub_mt_tp=ours, ladder={"steps": [("ours", ours, 1.0),

@@ -12,8 +12,9 @@ import pytest
 
 from hydra_opt.cli.main import main
 from hydra_opt.config import ConfigError
-from hydra_opt.dse import reproduce
-from hydra_opt.dse.reproduce.common import (
+from hydra_opt import experiments as reproduce
+from hydra_opt.experiments.paths import ExperimentPaths
+from hydra_opt.experiments.common import (
     UNSTATED,
     Row,
     Section,
@@ -78,36 +79,38 @@ def test_missing_module_is_not_built_yet(tmp_path: Path) -> None:
 
 
 def test_driver_runs_stores_and_rerenders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType("hydra_opt.dse.reproduce.hydra_fig12")
+    fake = types.ModuleType("hydra_opt.experiments.hydra_fig12")
     calls = []
 
-    def run(quick: bool, fig_dir: Path, seed: int = 0) -> Section:
-        calls.append((quick, seed))
+    def run(quick: bool, fig_dir: Path, seed: int = 0, *, paths: ExperimentPaths) -> Section:
+        calls.append((quick, seed, paths))
         (fig_dir / "f.png").write_bytes(b"png")
         return Section("hydra_fig12", "Fake Fig. 12", "intro", [Row("r", 1.0, 1.1, "x")], ["f.png"])
 
     fake.run = run
-    monkeypatch.setitem(sys.modules, "hydra_opt.dse.reproduce.hydra_fig12", fake)
-    md = reproduce.run_reproduction(tmp_path, quick=True, only="hydra_fig12", seed=3, log=lambda *a: None)
-    assert calls == [(True, 3)]
+    monkeypatch.setitem(sys.modules, "hydra_opt.experiments.hydra_fig12", fake)
+    paths = ExperimentPaths.default(tmp_path / "clone", tmp_path / "shared")
+    md = reproduce.run_reproduction(tmp_path, quick=True, only="hydra_fig12", seed=3, log=lambda *a: None,
+                                    paths=paths)
+    assert calls == [(True, 3, paths)]
     data = json.loads((tmp_path / "reproduction" / "hydra_fig12.json").read_text())
     assert data["meta"]["quick"] is True and data["meta"]["seed"] == 3 and data["meta"]["commit"]
     text = md.read_text()
     assert "Fake Fig. 12" in text and "| r | 1× | 1.1× | 1.10 |" in text
     # Re-render from JSON only: nothing runs, same content.
-    monkeypatch.delitem(sys.modules, "hydra_opt.dse.reproduce.hydra_fig12")
+    monkeypatch.delitem(sys.modules, "hydra_opt.experiments.hydra_fig12")
     md2 = reproduce.run_reproduction(tmp_path, quick=True, from_results=True, log=lambda *a: None)
-    assert calls == [(True, 3)] and "Fake Fig. 12" in md2.read_text()
+    assert calls == [(True, 3, paths)] and "Fake Fig. 12" in md2.read_text()
 
 
 def test_failing_experiment_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType("hydra_opt.dse.reproduce.beyond")
+    fake = types.ModuleType("hydra_opt.experiments.beyond")
 
-    def run(quick: bool, fig_dir: Path, seed: int = 0) -> Section:
+    def run(quick: bool, fig_dir: Path, seed: int = 0, **kw: object) -> Section:
         raise RuntimeError("boom")
 
     fake.run = run
-    monkeypatch.setitem(sys.modules, "hydra_opt.dse.reproduce.beyond", fake)
+    monkeypatch.setitem(sys.modules, "hydra_opt.experiments.beyond", fake)
     failures: list[str] = []
     md = reproduce.run_reproduction(tmp_path, quick=True, only=["beyond"], log=lambda *a: None, failures=failures)
     assert failures == ["beyond"] and "RuntimeError: boom" in md.read_text()
@@ -145,3 +148,23 @@ def test_validate_accepts_paper_experiments_and_rejects_a_broken_one(
     bad.write_text("kind: paper_experiment\n- not a mapping\n")
     assert main(["validate", str(bad)]) == 2
     assert "hydra_bad.yaml" in capsys.readouterr().err
+
+
+def test_cli_checkout_without_paper_experiments_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["report", "--reproduce", "--only", "hydra_fig12", "--checkout", str(tmp_path), "--out",
+               str(tmp_path / "out")])
+    assert rc == 2 and "--checkout" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    assert main(["report", "--shared", str(tmp_path)]) == 2  # --shared needs --reproduce
+
+
+def test_experiment_paths_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HYDRA_OPT_SHARED", raising=False)
+    monkeypatch.chdir(tmp_path)
+    p = ExperimentPaths.default()
+    assert p.checkout == tmp_path.resolve() and p.shared == tmp_path.resolve().parent / "shared"
+    assert p.paper_dir == p.checkout / "studies" / "paper"
+    assert p.artifact_fronts == p.shared / "reference" / "hydra_artifact" / "pareto_fronts"
+    monkeypatch.setenv("HYDRA_OPT_SHARED", str(tmp_path / "s"))
+    assert ExperimentPaths.default().traces_dir == tmp_path.resolve() / "s" / "data" / "traces"
+    assert ExperimentPaths.default(shared=tmp_path / "t").shared == tmp_path.resolve() / "t"  # parameter wins

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hydra_opt.dse.reproduce import _hydra_sims as hs
-from hydra_opt.dse.reproduce.common import section_from_json, section_to_json
-from hydra_opt.dse.reproduce.hydra_table4 import pick_designs
+from hydra_opt.experiments import _hydra_sims as hs
+from hydra_opt.experiments.common import section_from_json, section_to_json
+from hydra_opt.experiments.hydra_table4 import pick_designs
 
 
 def test_fig10_tiny(tmp_path: Path) -> None:
-    from hydra_opt.dse.reproduce import hydra_fig10
+    from hydra_opt.experiments import hydra_fig10
 
     hs.clear_cache()
     sec = hydra_fig10.run(True, tmp_path, seed=0, datasets=["chat"], horizon_s=3.0)
@@ -72,7 +72,7 @@ def test_study_yamls_and_designs_exist() -> None:
                     reason="about 10 minutes: set HYDRA_OPT_REPRODUCE=1 (benchmarks/reproduce_quick.py times all)")
 def test_quick_mode_hydra_sections(tmp_path: Path) -> None:
     """The four HYDRA quick experiments run end to end; every > 25 % gap has a stated cause (minutes: slow)."""
-    from hydra_opt.dse import reproduce
+    from hydra_opt import experiments as reproduce
 
     failures: list[str] = []
     md = reproduce.run_reproduction(tmp_path, quick=True, only="hydra_fig9,hydra_fig10,hydra_fig12,hydra_table4",
@@ -103,7 +103,7 @@ def test_disk_sim_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     again = hs.simulate_cached(design, "nemotron-h-4b@hydra", "hydra-chat", opts)
     assert again.to_dict() == first.to_dict()
     # A fresh interpreter derives the same file name (the key must not depend on hash seeds or ids).
-    code = ("from hydra_opt.dse.reproduce import _hydra_sims as hs\n"
+    code = ("from hydra_opt.experiments import _hydra_sims as hs\n"
             "s = hs.load_spec('hydra_fig10')\n"
             "d = hs.load_design_cached(hs.design_path(s, s['design'], dataset='chat', objective='bstar', "
             "placement='cp'))\n"
@@ -114,7 +114,7 @@ def test_disk_sim_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_near_ties_are_the_designs_within_tolerance_of_the_target_optimum():
-    from hydra_opt.dse.reproduce.hydra_table4 import near_ties
+    from hydra_opt.experiments.hydra_table4 import near_ties
 
     est = {"A": {"tp": np.array([100.0, 97.0, 90.0, 99.0]), "ttft": np.ones(4)},
            "B": {"tp": np.array([10.0, 20.0, 30.0, 40.0]), "ttft": np.ones(4)}}

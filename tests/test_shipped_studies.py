@@ -6,7 +6,7 @@ A study that only fails mid-run (an objective the evaluator never produces, as `
 on a temporary SQLite storage, both trials promoted (warm-up), with the study's scenario cut to 4 requests and no
 horizon (served until done), so estimates are finite and simulations short; estimator and simulator read that one
 scenario (paper preset etc.), and the study keeps its artifact setting. The
-other ``studies/paper/*.yaml`` are ``kind: paper_experiment`` inputs of ``hydra_opt.dse.reproduce`` (tested there).
+other ``studies/paper/*.yaml`` are ``kind: paper_experiment`` inputs of ``hydra_opt.experiments`` (tested there).
 Whole file: about 50 s at load 5 on the 2-core machine.
 """
 

@@ -102,11 +102,11 @@ def test_constructor_validates_programmatic_input() -> None:
         _design(counts={"tscs_p": -2})
 
 
-def test_feasibility_is_reexported_from_design_module() -> None:
-    from hydra_opt.system import design as design_mod
+def test_feasibility_is_exported_by_the_system_package() -> None:
+    from hydra_opt import system
 
-    assert design_mod.feasibility(_design()) == []
-    assert design_mod.feasibility(_design(n_mem=30)) != []
+    assert system.feasibility(_design()) == []
+    assert system.feasibility(_design(n_mem=30)) != []
 
 
 def test_example_designs_load_and_match_their_source_comment() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from hydra_opt.config import ConfigError
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "load_paper_experiment_file"]
 
 
 def register(sub: Any) -> argparse.ArgumentParser:
@@ -32,11 +32,23 @@ def register(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--only", metavar="KEY[,KEY]", help="run only these experiments (others are re-rendered from JSON)")
     g.add_argument("--from-results", action="store_true", help="run nothing; re-render from the stored JSON")
     g.add_argument("--seed", type=int, default=0, help="seed of every experiment (default 0)")
+    g.add_argument("--checkout", metavar="DIR",
+                   help="repository clone whose studies/paper/ and search_spaces/ are read (default: current folder)")
+    g.add_argument("--shared", metavar="DIR",
+                   help="shared data folder (traces, the HYDRA artifact's fronts; default: $HYDRA_OPT_SHARED, else "
+                        "CHECKOUT/../shared); parts needing it are skipped when absent")
     return p
 
 
+def load_paper_experiment_file(path: str) -> dict:
+    """``validate`` loader of ``kind: paper_experiment`` files (the reproduction's inputs)."""
+    from hydra_opt.experiments import load_experiment_file
+
+    return load_experiment_file(path)
+
+
 def _run_reproduce(args: argparse.Namespace) -> int:
-    from hydra_opt.dse.reproduce import parse_only, run_reproduction
+    from hydra_opt.experiments import ExperimentPaths, parse_only, run_reproduction
 
     if args.study_file or args.storage or args.study_name or args.export_design is not None:
         raise ConfigError("cannot be combined with a study file, --storage, --study-name or --export-design",
@@ -45,9 +57,13 @@ def _run_reproduce(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("docs")
     if "\x00" in str(out):
         raise ConfigError("is not a path", file="<cli>", key="--out")
+    paths = ExperimentPaths.default(args.checkout, args.shared)
+    if not args.from_results and not paths.paper_dir.is_dir():
+        raise ConfigError(f"has no studies/paper/ folder ({paths.paper_dir}); run from a clone's root or give "
+                          "--checkout DIR", file="<cli>", key="--checkout", value=str(paths.checkout))
     failures: list[str] = []
     md = run_reproduction(out, quick=args.quick, only=args.only, from_results=args.from_results, seed=args.seed,
-                          failures=failures)
+                          failures=failures, paths=paths)
     print(f"wrote {md}")
     return 1 if failures else 0
 
@@ -59,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
     if getattr(args, "reproduce", False):
         return _run_reproduce(args)
-    for flag, on in (("--quick", args.quick), ("--only", args.only is not None), ("--from-results", args.from_results)):
+    for flag, on in (("--quick", args.quick), ("--only", args.only is not None), ("--from-results", args.from_results),
+                     ("--checkout", args.checkout is not None), ("--shared", args.shared is not None)):
         if on:
             raise ConfigError("needs --reproduce", file="<cli>", key=flag)
     storage, name = args.storage, args.study_name

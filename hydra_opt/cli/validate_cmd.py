@@ -25,8 +25,10 @@ def register(sub) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Validate every file; a :class:`~hydra_opt.config.ConfigError` propagates to the dispatcher (exit 2)."""
-    from hydra_opt.config.kinds import validate_file
+    from hydra_opt.config.kinds import register_kind, validate_file
 
+    # Paper-experiment inputs are not a product kind: their loader sits with the reproduction (report --reproduce).
+    register_kind("paper_experiment", "hydra_opt.cli.report_cmd:load_paper_experiment_file")
     for f in args.files:
         kind = validate_file(f)
         print(f"ok: {f} ({kind})")

@@ -8,7 +8,8 @@ A file's kind is its top-level ``kind:`` value when present, else the name of it
 (``designs/`` -> ``design``, ``chiplets/`` -> ``chiplet_library``, ...).
 
 Helpers that own a kind register it by adding one line to :data:`KINDS` (and a folder to :data:`FOLDER_KINDS`),
-or at run time with :func:`register_kind`.
+or at run time with :func:`register_kind` — as the CLI does for ``kind: paper_experiment`` files, whose loader lives
+above the product (``hydra_opt.experiments``, reached only through ``hydra_opt.cli.report_cmd``).
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ __all__ = ["FOLDER_KINDS", "KINDS", "detect_kind", "loader_for", "register_kind"
 
 #: kind -> "module:function" loader.
 KINDS: dict[str, str] = {
-    "design": "hydra_opt.system.design:validate_design_file",
+    "design": "hydra_opt.system.feasibility:validate_design_file",
     "chiplet_library": "hydra_opt.hardware.chiplets:validate_library_file",
     "memory": "hydra_opt.hardware.memory:validate_memory_file",
     "search_space": "hydra_opt.dse.search_space:load_search_space",
     "objective": "hydra_opt.dse.objectives:load_objectives",
     "study": "hydra_opt.dse.study:load_study_spec",
-    "paper_experiment": "hydra_opt.dse.reproduce._hydra_sims:load_experiment_file",
     "model": "hydra_opt.workload.models:load_model",
     "workload": "hydra_opt.workload.workload:load_workload",
 }

@@ -1,7 +1,7 @@
 """The evaluator protocol: what the study's objective needs from the layers below, and its real implementation.
 
 The objective only talks to an :class:`Evaluator`. :class:`HydraEvaluator` is the product implementation: designs
-are ``hydra_opt.system.design.DesignPoint``, feasibility is ``hydra_opt.system.design.feasibility``, estimates come
+are ``hydra_opt.system.design.DesignPoint``, feasibility is ``hydra_opt.system.feasibility.feasibility``, estimates come
 from ``hydra_opt.evaluate.estimate`` (the Markov/fluid estimator) and simulations from
 ``hydra_opt.evaluate.simulate`` (the event-driven simulator). Tests of the pruner, search spaces and study
 mechanics use small evaluators written in the tests, so they do not depend on the simulator's speed or numbers.
@@ -136,7 +136,7 @@ class HydraEvaluator:
         return self._cache[key]
 
     def feasibility(self, design: Any, model: Any) -> list[str]:
-        from hydra_opt.system.design import feasibility
+        from hydra_opt.system.feasibility import feasibility
 
         return list(feasibility(design, model, self.scenario.library()))
 

@@ -6,9 +6,9 @@ A chiplet is a *composition* of components from a technology's component table (
            · (1 + overhead_fraction)
 
 where bw is the per-link die-to-die bandwidth (GB/s). A faster NoI needs more PHY/bump/DMA area, which leaves
-fewer cores and SRAM banks under the same die-area budget (the slot area). :func:`compose` derives the counts from
-first principles (fill what the D2D interface leaves with compute and SRAM in a fixed area ratio), which is how the
-HYDRA profiles were built; ``tests/test_hardware_area.py`` compares it with the artifact's rows.
+fewer cores and SRAM banks under the same die-area budget (the slot area). :func:`fill_composition` derives the
+counts from first principles (fill what the D2D interface leaves with compute and SRAM in a fixed area ratio; per
+library chiplet: :func:`hydra_opt.hardware.chiplets.compose`), which is how the HYDRA profiles were built; ``tests/test_hardware_area.py`` compares it with the artifact's rows.
 
 Units: mm², GB/s (1e9 B/s), bytes.
 """
@@ -28,7 +28,6 @@ __all__ = [
     "SramComponent",
     "TechnologyTable",
     "area_problem",
-    "compose",
     "composition_area",
     "fill_composition",
     "interpolate_area_mm2",
@@ -269,23 +268,6 @@ def fill_composition(
     left = budget - cores * core.area_mm2 - sfus * sfu.area_mm2
     banks = max(0, math.floor(left / sram.area_mm2 + 1e-9))
     return Composition(cores, banks, sfus, links, dma)
-
-
-def compose(kind: str, d2d_bw_gbps: float, slot_area_mm2: float, library=None) -> Composition:
-    """First-principles composition of the library chiplet ``kind`` for a bandwidth and slot area.
-
-    Args:
-        kind: Chiplet name in the library (``"tscs_p"``...).
-        d2d_bw_gbps: Per-link D2D bandwidth, GB/s.
-        slot_area_mm2: Die-area budget, mm².
-        library: A :class:`~hydra_opt.hardware.chiplets.ChipletLibrary` (default: the shipped one).
-    """
-    from hydra_opt.hardware.chiplets import (
-        ChipletLibrary,  # lazy: chiplets imports this module
-    )
-
-    lib = library if library is not None else ChipletLibrary.default()
-    return lib.compose(kind, d2d_bw_gbps, slot_area_mm2)
 
 
 def package_area_mm2(grid_w: int, grid_h: int, slot_area_mm2: float, *, gap_mm: float = 0.0) -> float:

@@ -49,6 +49,7 @@ __all__ = [
     "ChipletLibrary",
     "ChipletProvider",
     "ChipletSpec",
+    "compose",
     "register_chiplet_provider",
     "registered_providers",
     "validate_library_file",
@@ -313,6 +314,20 @@ _DEFAULTS: dict[str, ChipletLibrary] = {}
 
 
 # -- YAML loading -------------------------------------------------------------------------------------------------
+def compose(kind: str, d2d_bw_gbps: float, slot_area_mm2: float,
+            library: ChipletLibrary | None = None) -> Composition:
+    """First-principles composition of the library chiplet ``kind`` for a bandwidth and slot area.
+
+    Args:
+        kind: Chiplet name in the library (``"tscs_p"``...).
+        d2d_bw_gbps: Per-link D2D bandwidth, GB/s.
+        slot_area_mm2: Die-area budget, mm².
+        library: A :class:`ChipletLibrary` (default: the shipped one).
+    """
+    lib = library if library is not None else ChipletLibrary.default()
+    return lib.compose(kind, d2d_bw_gbps, slot_area_mm2)
+
+
 def _positive_map(node: Node, build: Callable[[str, Node], Any]) -> dict[str, Any]:
     out = {}
     for key, child in node.mapping().items():

@@ -47,11 +47,9 @@ __all__ = [
     "SCHEDULERS",
     "DesignPoint",
     "DynaCoreSettings",
-    "feasibility",
     "known_precisions",
     "load_design",
     "save_design",
-    "validate_design_file",
 ]
 
 MEU_POLICIES: tuple[str, ...] = ("adaptive", "fixed")
@@ -450,30 +448,6 @@ def save_design(design: DesignPoint, path: str | os.PathLike[str], *, header: st
     text = yaml.safe_dump(design.to_dict(), sort_keys=False, default_flow_style=None)
     comments = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     Path(path).write_text(comments + text, encoding="utf-8")
-
-
-def validate_design_file(path: str | os.PathLike[str]) -> DesignPoint:
-    """The ``validate`` command for ``kind: design``: parse, then refuse a physically infeasible package.
-
-    Only model-independent checks run here (slots, ring, areas); model-dependent ones need a model
-    (:func:`hydra_opt.system.feasibility.feasibility`).
-    """
-    from hydra_opt.system.feasibility import feasibility_issues
-
-    design = load_design(path)
-    issues = feasibility_issues(design)
-    if issues:
-        first = issues[0]
-        raise ConfigError(first.message, file=str(path), key=first.key)
-    return design
-
-
-def feasibility(design: DesignPoint, model: Any = None, library: Any = None, **kwargs: Any) -> list[str]:
-    """Reasons ``design`` is infeasible; see :func:`hydra_opt.system.feasibility.feasibility` (re-exported here as
-    the architecture contract names it under ``system.design``)."""
-    from hydra_opt.system.feasibility import feasibility as _feasibility
-
-    return _feasibility(design, model, library, **kwargs)
 
 
 def designs_from(items: Iterable[Mapping[str, Any]], *, file: str = "<designs>") -> list[DesignPoint]:

@@ -15,15 +15,16 @@ Checks (HYDRA Sec. III-C/IV-A, Table III):
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from hydra_opt.config import ConfigError
 from hydra_opt.hardware.types import PHASES, ChipletType
-from hydra_opt.system.design import DesignPoint
+from hydra_opt.system.design import DesignPoint, load_design
 from hydra_opt.system.materialise import chiplet_type, memory_type
 
-__all__ = ["Issue", "feasibility", "feasibility_issues", "min_memory_bytes"]
+__all__ = ["Issue", "feasibility", "feasibility_issues", "min_memory_bytes", "validate_design_file"]
 
 
 @dataclass(frozen=True)
@@ -201,3 +202,17 @@ def feasibility(
     except Exception as exc:  # noqa: BLE001 - the contract is "reasons, never exceptions"
         return [f"design: could not be checked ({type(exc).__name__}: {exc})"]
     return [str(i) for i in issues]
+
+
+def validate_design_file(path: str | os.PathLike[str]) -> DesignPoint:
+    """The ``validate`` command for ``kind: design``: parse, then refuse a physically infeasible package.
+
+    Only model-independent checks run here (slots, ring, areas); model-dependent ones need a model
+    (:func:`feasibility`).
+    """
+    design = load_design(path)
+    issues = feasibility_issues(design)
+    if issues:
+        first = issues[0]
+        raise ConfigError(first.message, file=str(path), key=first.key)
+    return design

@@ -14,7 +14,7 @@ import statistics
 import time
 from pathlib import Path
 
-from hydra_opt.dse.reproduce._hydra_sims import (
+from hydra_opt.experiments._hydra_sims import (
     DS_LABEL,
     OBJ_LABEL,
     bar_chart,
@@ -28,7 +28,8 @@ from hydra_opt.dse.reproduce._hydra_sims import (
     hbm_port_util,
     simulate_cached,
 )
-from hydra_opt.dse.reproduce.common import Row, Section
+from hydra_opt.experiments.common import Row, Section
+from hydra_opt.experiments.paths import ExperimentPaths
 
 __all__ = ["run", "PAPER"]
 
@@ -55,11 +56,11 @@ def _mean(vals) -> float:
 
 def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None = None,
         datasets: list[str] | None = None, horizon_s: float | None = None,
-        spec_path: str | Path | None = None) -> Section:
+        spec_path: str | Path | None = None, paths: ExperimentPaths | None = None) -> Section:
     """Simulate baseline + 3 variants per model × dataset × objective and build the section."""
     t0 = time.perf_counter()
     Path(fig_dir).mkdir(parents=True, exist_ok=True)
-    spec = load_spec("hydra_fig9", spec_path)
+    spec = load_spec("hydra_fig9", spec_path, paths)
     if horizon_s is not None:
         spec["horizon_s"] = horizon_s
     h = horizon(spec, quick)

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hydra_opt.dse.reproduce._hydra_sims import horizon, load_spec, safe_ratio, sim_options, simulate_cached
-from hydra_opt.dse.reproduce.common import Row, Section
+from hydra_opt.experiments._hydra_sims import horizon, load_spec, safe_ratio, sim_options, simulate_cached
+from hydra_opt.experiments.common import Row, Section
+from hydra_opt.experiments.paths import ExperimentPaths
 
 __all__ = ["run", "PAPER", "pick_designs"]
 
@@ -93,7 +94,7 @@ def _design_text(dp) -> str:
 
 
 def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None, horizon_s: float | None = None,
-        spec_path: str | Path | None = None) -> Section:
+        spec_path: str | Path | None = None, paths: ExperimentPaths | None = None) -> Section:
     """Estimate the space per model, pick per target, simulate the picks and build the section (``stride``:
     keep every ``stride``-th composition; quick mode uses the YAML's ``quick_stride``)."""
     from hydra_opt.evaluate.estimator import EstimatorOptions
@@ -103,7 +104,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
     from hydra_opt.workload.workload import load_workload
 
     t0 = time.perf_counter()
-    spec = load_spec("hydra_table4", spec_path)
+    spec = load_spec("hydra_table4", spec_path, paths)
     if horizon_s is not None:
         spec["horizon_s"] = horizon_s
     h = horizon(spec, quick)

@@ -1,8 +1,8 @@
 """Pure helpers of the DSE reproductions (HYDRA Fig. 8 / §VI-B and Table V / §VI-F): fronts, B*/M_T, stratified
 sub-spaces, the estimator's candidate selection, the artifact's published fronts and rank correlation.
 
-Nothing here simulates; the experiment modules (:mod:`hydra_opt.dse.reproduce.hydra_fig8`,
-:mod:`hydra_opt.dse.reproduce.hydra_table5`) call the simulator and use these functions on the numbers.
+Nothing here simulates; the experiment modules (:mod:`hydra_opt.experiments.hydra_fig8`,
+:mod:`hydra_opt.experiments.hydra_table5`) call the simulator and use these functions on the numbers.
 
 Conventions: throughput in tok/s (maximised), TTFT in s (minimised). A design that served no token (throughput 0 or
 non-finite, TTFT NaN) is never on a front.
@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 
 from hydra_opt.dse.report import pareto_mask, select_bstar_mt
-from hydra_opt.dse.reproduce._hydra_sims import disk_cached
+from hydra_opt.experiments._hydra_sims import disk_cached
 
 __all__ = [
-    "ARTIFACT_FRONTS",
     "ArtifactPoint",
     "FrontPick",
     "artifact_design",
@@ -38,9 +37,6 @@ __all__ = [
     "stratified_sample",
     "stratum_key",
 ]
-
-#: Folder of the artifact's published Fig. 8 fronts (reference data, never copied into the project).
-ARTIFACT_FRONTS = Path("/work/shared/reference/hydra_artifact/pareto_fronts")
 
 #: Dataset names: hydra_opt workload suffix → the artifact's file tag.
 _ARTIFACT_DATASET = {"arxiv": "ARXIV", "bwb": "BWB", "chat": "CHAT", "longwriter": "LW"}
@@ -193,13 +189,15 @@ class FrontPick:
     mt: int
 
 
-def artifact_front_path(model: str, dataset: str, folder: Path | None = None) -> Path | None:
-    """The published front CSV of (model, dataset), or None when the artifact has none (Nemotron-H)."""
+def artifact_front_path(model: str, dataset: str, folder: Path) -> Path | None:
+    """The published front CSV of (model, dataset) in ``folder`` (the artifact's ``pareto_fronts/``,
+    :attr:`~hydra_opt.experiments.paths.ExperimentPaths.artifact_fronts`), or None when the artifact has none
+    (Nemotron-H)."""
     m = _ARTIFACT_MODEL.get(model.split("@")[0])
     d = _ARTIFACT_DATASET.get(dataset.removeprefix("hydra-"))
     if m is None or d is None:
         return None
-    return (folder or ARTIFACT_FRONTS) / f"pareto_frontier_results_summary_{m}-{d}_bw_static_static.csv"
+    return Path(folder) / f"pareto_frontier_results_summary_{m}-{d}_bw_static_static.csv"
 
 
 def artifact_design(row: Mapping[str, str]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import math
 import time
 from pathlib import Path
 
-from hydra_opt.dse.reproduce._hydra_sims import (
+from hydra_opt.experiments._hydra_sims import (
     DS_LABEL,
     OBJ_LABEL,
     bar_chart,
@@ -26,7 +26,8 @@ from hydra_opt.dse.reproduce._hydra_sims import (
     finite_extreme,
     simulate_cached,
 )
-from hydra_opt.dse.reproduce.common import Row, Section
+from hydra_opt.experiments.common import Row, Section
+from hydra_opt.experiments.paths import ExperimentPaths
 
 __all__ = ["run", "PAPER"]
 
@@ -42,10 +43,11 @@ PAPER = {
 
 
 def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None = None,
-        horizon_s: float | None = None, spec_path: str | Path | None = None) -> Section:
+        horizon_s: float | None = None, spec_path: str | Path | None = None,
+        paths: ExperimentPaths | None = None) -> Section:
     """Simulate the 8 designs × 4 schedulers and build the section."""
     t0 = time.perf_counter()
-    spec = load_spec("hydra_fig12", spec_path)
+    spec = load_spec("hydra_fig12", spec_path, paths)
     if horizon_s is not None:
         spec["horizon_s"] = horizon_s
     model = spec["model"]

@@ -15,10 +15,9 @@ from typing import Any
 
 from hydra_opt.config import ConfigError
 from hydra_opt.config.reader import load_yaml
+from hydra_opt.experiments.paths import ExperimentPaths
 
 __all__ = [
-    "ROOT",
-    "PAPER_DIR",
     "OBJ_LABEL",
     "DS_LABEL",
     "load_spec",
@@ -39,10 +38,6 @@ __all__ = [
     "hbm_port_util",
 ]
 
-#: Repository root (the package is installed editable; ``studies/`` lives next to ``hydra_opt/``).
-ROOT = Path(__file__).resolve().parents[3]
-#: Folder of the paper-experiment YAMLs.
-PAPER_DIR = ROOT / "studies" / "paper"
 OBJ_LABEL = {"bstar": "B*", "mt": "M_T"}
 DS_LABEL = {"arxiv": "ArXiv", "bwb": "BWB", "chat": "Chat", "lw": "LW"}
 
@@ -54,9 +49,10 @@ _CODE_SHA: str | None = None
 _DESIGN_CACHE: dict[Path, Any] = {}
 
 
-def load_spec(key: str, path: str | Path | None = None) -> dict:
-    """The experiment YAML ``studies/paper/<key>.yaml`` as a dict (checked: ``kind: paper_experiment``)."""
-    p = Path(path) if path else PAPER_DIR / f"{key}.yaml"
+def load_spec(key: str, path: str | Path | None = None, paths: ExperimentPaths | None = None) -> dict:
+    """The experiment YAML ``path``, else ``<checkout>/studies/paper/<key>.yaml`` of ``paths`` (default
+    :meth:`ExperimentPaths.default`), as a dict (checked: ``kind: paper_experiment``)."""
+    p = Path(path) if path else (paths or ExperimentPaths.default()).paper_dir / f"{key}.yaml"
     node = load_yaml(p)
     data = node.data
     if not isinstance(data, dict) or data.get("kind") != "paper_experiment":
@@ -113,14 +109,17 @@ def load_design_cached(path: Path):
 
 def _code_sha() -> str:
     """SHA-256 over every ``hydra_opt/**/*.py`` source except this reproduction package's own modules (which only
-    orchestrate and render), so a disk-cache entry is valid only for the same simulation code."""
+    orchestrate and render; its serving simulator ``disagg.py`` is hashed), so a disk-cache entry is valid only for
+    the same simulation code."""
     global _CODE_SHA
     if _CODE_SHA is None:
+        import hydra_opt
+
         h = hashlib.sha256()
-        pkg = Path(__file__).resolve().parents[2]
+        pkg = Path(hydra_opt.__file__).resolve().parent
         here = Path(__file__).resolve().parent
         for f in sorted(pkg.rglob("*.py")):
-            if f.parent == here:
+            if f.parent == here and f.name != "disagg.py":
                 continue
             h.update(str(f.relative_to(pkg)).encode())
             h.update(f.read_bytes())

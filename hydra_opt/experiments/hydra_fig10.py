@@ -14,7 +14,7 @@ import statistics
 import time
 from pathlib import Path
 
-from hydra_opt.dse.reproduce._hydra_sims import (
+from hydra_opt.experiments._hydra_sims import (
     DS_LABEL,
     OBJ_LABEL,
     bar_chart,
@@ -30,7 +30,8 @@ from hydra_opt.dse.reproduce._hydra_sims import (
     hbm_port_util,
     simulate_cached,
 )
-from hydra_opt.dse.reproduce.common import Row, Section
+from hydra_opt.experiments.common import Row, Section
+from hydra_opt.experiments.paths import ExperimentPaths
 
 __all__ = ["run", "PAPER"]
 
@@ -49,10 +50,11 @@ def _mean(vals: list[float]) -> float:
 
 
 def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None = None,
-        horizon_s: float | None = None, spec_path: str | Path | None = None) -> Section:
+        horizon_s: float | None = None, spec_path: str | Path | None = None,
+        paths: ExperimentPaths | None = None) -> Section:
     """Simulate every Fig. 10 design and build the section (``datasets``/``horizon_s`` shrink it for tests)."""
     t0 = time.perf_counter()
-    spec = load_spec("hydra_fig10", spec_path)
+    spec = load_spec("hydra_fig10", spec_path, paths)
     if horizon_s is not None:
         spec["horizon_s"] = horizon_s
     model = spec["model"]

@@ -1,8 +1,8 @@
 """Shared types of the paper-reproduction report (issue 8): a :class:`Row` per paper number, a :class:`Section`
 per experiment, their JSON form and the markdown rendering of ``docs/reproduction.md``.
 
-Every experiment module ``hydra_opt/dse/reproduce/<key>.py`` returns one :class:`Section`; the driver
-(:func:`hydra_opt.dse.reproduce.run_reproduction`) stores it as JSON and renders all sections with
+Every experiment module ``hydra_opt/experiments/<key>.py`` returns one :class:`Section`; the driver
+(:func:`hydra_opt.experiments.run_reproduction`) stores it as JSON and renders all sections with
 :func:`render_markdown`. A row whose hydra_opt value differs from the paper's by more than 25 % and has no
 comment is flagged "cause not stated" in the rendered table, so an unexplained gap cannot go unnoticed.
 """

@@ -1,10 +1,13 @@
 """Reproduction of the HYDRA and DynaCore papers (issue 8): one module per experiment, one report.
 
-Each experiment is ``hydra_opt/dse/reproduce/<key>.py`` with ``run(quick, fig_dir, seed=0) -> Section``
-(:mod:`hydra_opt.dse.reproduce.common`). :func:`run_reproduction` runs the selected ones, stores each section as
-``<out>/reproduction/<key>.json`` (with commit, date, quick flag and wall time), writes the figures next to it and
-renders ``<out>/reproduction.md`` from *all* stored sections — so experiments can be (re-)run one at a time and the
-report re-rendered from JSON (``from_results=True``) without running anything.
+Not part of the product: it sits above ``dse/`` and only ``hydra_opt.cli.report_cmd`` (``report --reproduce``)
+imports it. Each experiment is ``hydra_opt/experiments/<key>.py`` with
+``run(quick, fig_dir, seed=0, *, paths) -> Section`` (:mod:`hydra_opt.experiments.common`; ``paths`` an
+:class:`~hydra_opt.experiments.paths.ExperimentPaths` naming the checkout and the shared data folder the experiments
+read). :func:`run_reproduction` runs the selected ones, stores each section as ``<out>/reproduction/<key>.json``
+(with commit, date, quick flag and wall time), writes the figures next to it and renders ``<out>/reproduction.md``
+from *all* stored sections — so experiments can be (re-)run one at a time and the report re-rendered from JSON
+(``from_results=True``) without running anything.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ import traceback
 from pathlib import Path
 
 from hydra_opt.config import ConfigError
-from hydra_opt.dse.reproduce.common import Row, Section, render_markdown, section_from_json, section_to_json
+from hydra_opt.experiments.common import Row, Section, render_markdown, section_from_json, section_to_json
+from hydra_opt.experiments._hydra_sims import load_experiment_file
+from hydra_opt.experiments.paths import ExperimentPaths
 
-__all__ = ["EXPERIMENTS", "TITLES", "run_reproduction", "run_one", "parse_only", "git_commit", "Row", "Section"]
+__all__ = ["EXPERIMENTS", "TITLES", "ExperimentPaths", "load_experiment_file", "run_reproduction", "run_one",
+           "parse_only", "git_commit", "Row", "Section"]
 
 #: Experiment keys in report order.
 EXPERIMENTS = ("hydra_fig8", "hydra_table4", "hydra_fig9", "hydra_fig10", "hydra_fig12", "hydra_table5",
@@ -76,8 +82,9 @@ def _placeholder(key: str, text: str) -> Section:
     return Section(key=key, title=TITLES.get(key, key), intro_md=text, rows=[], figures=[], quick=True)
 
 
-def run_one(key: str, quick: bool, fig_dir: Path, seed: int = 0) -> tuple[Section, str | None]:
-    """Import ``hydra_opt.dse.reproduce.<key>`` lazily and run it.
+def run_one(key: str, quick: bool, fig_dir: Path, seed: int = 0,
+            paths: ExperimentPaths | None = None) -> tuple[Section, str | None]:
+    """Import ``hydra_opt.experiments.<key>`` lazily and run it (``paths``: default :meth:`ExperimentPaths.default`).
 
     Returns:
         The section and an error text (None on success). A missing module gives a "not built yet" section; an
@@ -88,12 +95,12 @@ def run_one(key: str, quick: bool, fig_dir: Path, seed: int = 0) -> tuple[Sectio
         mod = importlib.import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name == name:
-            return _placeholder(key, "*Not built yet* (no module `hydra_opt/dse/reproduce/"
+            return _placeholder(key, "*Not built yet* (no module `hydra_opt/experiments/"
                                      f"{key}.py`)."), None
         raise
     t0 = time.perf_counter()
     try:
-        section = mod.run(quick=quick, fig_dir=fig_dir, seed=seed)
+        section = mod.run(quick=quick, fig_dir=fig_dir, seed=seed, paths=paths or ExperimentPaths.default())
     except Exception as exc:  # noqa: BLE001 — one failing experiment must not lose the others' results
         tb = traceback.format_exc(limit=4)
         sec = _placeholder(key, f"*Failed* in {'quick' if quick else 'full'} mode: `{type(exc).__name__}: "
@@ -117,7 +124,7 @@ def _load(path: Path) -> tuple[Section, dict] | None:
 
 def run_reproduction(out_dir: str | Path, quick: bool, only: str | list[str] | None = None,
                      from_results: bool = False, seed: int = 0, log=print,
-                     failures: list[str] | None = None) -> Path:
+                     failures: list[str] | None = None, paths: ExperimentPaths | None = None) -> Path:
     """Run (or re-render) the reproduction report.
 
     Args:
@@ -128,6 +135,7 @@ def run_reproduction(out_dir: str | Path, quick: bool, only: str | list[str] | N
         seed: Seed passed to every experiment.
         log: Progress printer.
         failures: If given, the keys whose experiment raised are appended to it.
+        paths: Input folders (checkout, shared data); default :meth:`ExperimentPaths.default`.
 
     Returns:
         The path of ``reproduction.md``.
@@ -144,7 +152,7 @@ def run_reproduction(out_dir: str | Path, quick: bool, only: str | list[str] | N
     if not from_results:
         for key in keys:
             log(f"[reproduce] {key} ({'quick' if quick else 'full'}) ...")
-            section, err = run_one(key, quick, fig_dir, seed=seed)
+            section, err = run_one(key, quick, fig_dir, seed=seed, paths=paths)
             if err:
                 failures.append(key)
                 log(f"[reproduce] {key} FAILED:\n{err}")
@@ -166,7 +174,7 @@ def run_reproduction(out_dir: str | Path, quick: bool, only: str | list[str] | N
                 built = False
             text = ("*Not run yet* (no stored result `reproduction/" + key + ".json`; run "
                     f"`python -m hydra_opt report --reproduce --only {key} --out DIR`)." if built else
-                    f"*Not built yet* (no module `hydra_opt/dse/reproduce/{key}.py`).")
+                    f"*Not built yet* (no module `hydra_opt/experiments/{key}.py`).")
             sections.append(_placeholder(key, text))
         else:
             sections.append(loaded[0])

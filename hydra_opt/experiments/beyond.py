@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from hydra_opt.dse.reproduce.common import Row, Section
+from hydra_opt.experiments.common import Row, Section
+from hydra_opt.experiments.paths import ExperimentPaths
 
 __all__ = ["run", "design_accuracy_cost", "pareto_mask", "SPACE_FILE"]
 
@@ -88,12 +89,9 @@ def pareto_mask(values: np.ndarray, maximize: tuple[bool, ...]) -> np.ndarray:
     return keep
 
 
-def _checkout() -> Path:
-    return Path(__file__).resolve().parents[3]
-
-
-def run(quick: bool, fig_dir: Path, seed: int = 0) -> Section:
-    """Run the mixed TSTC/DynaCore package study; a scatter PNG goes to ``fig_dir``."""
+def run(quick: bool, fig_dir: Path, seed: int = 0, *, paths: ExperimentPaths | None = None) -> Section:
+    """Run the mixed TSTC/DynaCore package study (space :data:`SPACE_FILE` of ``paths``' checkout); a scatter PNG
+    goes to ``fig_dir``."""
     import optuna
 
     from hydra_opt.dse.evaluators import HydraEvaluator
@@ -102,7 +100,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0) -> Section:
     t0 = time.perf_counter()
     fig_dir = Path(fig_dir)
     fig_dir.mkdir(parents=True, exist_ok=True)
-    space = load_search_space(str(_checkout() / SPACE_FILE))
+    space = load_search_space(str((paths or ExperimentPaths.default()).checkout / SPACE_FILE))
     ev = HydraEvaluator()
     model, wl = ev.load(MODEL, WORKLOAD)
     n_trials = QUICK_TRIALS if quick else FULL_TRIALS

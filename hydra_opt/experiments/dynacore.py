@@ -1,7 +1,7 @@
 """DynaCore §8 reproduction (issue 8 item 7): Fig. 10, Fig. 11, §8.5 serving (Fig. 12), Fig. 13, Fig. 14.
 
 Everything is computed from ``hydra_opt.hardware.dynacore`` (the core model of issue 3) and, for the multi-device
-experiments, :mod:`hydra_opt.evaluate.disagg` (prefill/decode-disaggregated serving):
+experiments, :mod:`hydra_opt.experiments.disagg` (prefill/decode-disaggregated serving):
 
 * **Fig. 11** — Llama-3-8B decode step (weight GEMMs, as ``dynacore sweep``) at batch 1…256 on the fixed 128×128
   SA, Planaria, SARA and DynaCore (16 × 32×32; decode W4A16, baselines W8A8): saturation batches, batch-256
@@ -19,21 +19,21 @@ experiments, :mod:`hydra_opt.evaluate.disagg` (prefill/decode-disaggregated serv
 Workloads: ShareGPT (shipped length profile, Poisson 1 req/s), Dolly stand-in = the shipped ``chat`` profile
 (LMSYS-Chat short prompts, mean 78 tokens vs Dolly's 17.9; Poisson 1 req/s) — Dolly itself is not in
 ``shared/data`` — and the Mooncake FAST'25 conversation trace with its real timestamps (read from
-``$HYDRA_OPT_TRACES`` or ``../shared/data/traces`` beside the checkout; never copied into the project).
+``data/traces/`` of the shared data folder, :mod:`hydra_opt.experiments.paths`; never copied into the project).
 Quick mode: 150 requests per workload, output lengths as sampled; full mode: 1000 requests (≈10 min here).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hydra_opt.dse.reproduce.common import Row, Section
+from hydra_opt.experiments.common import Row, Section
+from hydra_opt.experiments.paths import ExperimentPaths
 
 __all__ = ["run", "PAPER", "single_device", "serving_requests", "run_serving", "ARCH_POLICIES"]
 
@@ -89,13 +89,6 @@ def _plt():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def _traces_dir() -> Path:
-    env = os.environ.get("HYDRA_OPT_TRACES")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[3].parent / "shared" / "data" / "traces"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -297,14 +290,16 @@ def _fig10(fig_dir: Path, quick: bool) -> tuple[list[Row], str, dict]:
 # ---------------------------------------------------------------------------------------------------------------
 # Serving (Sec. 8.5, Fig. 12–14)
 # ---------------------------------------------------------------------------------------------------------------
-def serving_requests(key: str, n: int, seed: int = 0, max_total_tokens: int | None = None):
-    """The requests of serving workload ``key`` (``sharegpt``, ``dolly``, ``mooncake``): the first ``n``."""
+def serving_requests(key: str, n: int, seed: int = 0, max_total_tokens: int | None = None,
+                     traces_dir: Path | None = None):
+    """The requests of serving workload ``key`` (``sharegpt``, ``dolly``, ``mooncake``): the first ``n``
+    (``mooncake`` is read from ``traces_dir``, default :attr:`ExperimentPaths.traces_dir` of the defaults)."""
     from hydra_opt.workload.workload import Requests, load_workload, truncate
 
     if key == "mooncake":
         from hydra_opt.workload.traces import load_trace
 
-        path = _traces_dir() / MOONCAKE_FILE
+        path = (traces_dir or ExperimentPaths.default().traces_dir) / MOONCAKE_FILE
         tr = load_trace(path, "mooncake")
         assert tr.arrival_s is not None
         o = np.argsort(tr.arrival_s, kind="stable")[:n]
@@ -323,7 +318,7 @@ class _Costs:
         self._c: dict[tuple, Any] = {}
 
     def get(self, arch: Any, model: str, pdp: str, ddp: str, label: str | None = None):
-        from hydra_opt.evaluate.disagg import DynaCoreDeviceCost
+        from hydra_opt.experiments.disagg import DynaCoreDeviceCost
 
         key = (label or arch, model, pdp, ddp)
         if key not in self._c:
@@ -333,14 +328,14 @@ class _Costs:
 
 def run_serving(reqs: Any, prefill_cost: Any, decode_cost: Any, split: tuple[int, int], model: Any) -> dict:
     """One disaggregated serving run → the result's ``to_dict()``."""
-    from hydra_opt.evaluate.disagg import DisaggOptions, simulate_disagg
+    from hydra_opt.experiments.disagg import DisaggOptions, simulate_disagg
 
     kvb = model.kv_bytes_per_token("fp16")
     res = simulate_disagg(reqs, prefill_cost, decode_cost, kvb, DisaggOptions(n_prefill=split[0], n_decode=split[1]))
     return res.to_dict()
 
 
-def _serving(fig_dir: Path, quick: bool, seed: int) -> tuple[list[Row], list[str], str, dict]:
+def _serving(fig_dir: Path, quick: bool, seed: int, traces_dir: Path) -> tuple[list[Row], list[str], str, dict]:
     from hydra_opt.workload.models import load_model
 
     n = QUICK_REQUESTS if quick else FULL_REQUESTS
@@ -349,7 +344,7 @@ def _serving(fig_dir: Path, quick: bool, seed: int) -> tuple[list[Row], list[str
     wl = {}
     for k in WORKLOADS:
         try:
-            wl[k] = serving_requests(k, n, seed, model.max_position)
+            wl[k] = serving_requests(k, n, seed, model.max_position, traces_dir)
         except Exception as exc:  # noqa: BLE001 - a missing trace file skips that workload, stated in the report
             wl[k] = exc
     runs: dict[tuple[str, str], dict] = {}
@@ -479,7 +474,7 @@ def _serving(fig_dir: Path, quick: bool, seed: int) -> tuple[list[Row], list[str
         "(ShareGPT, Dolly stand-in) or 6+2 (Mooncake), 16 GB/s point-to-point links per (prefill, decode) pair, FP16 "
         f"KV ({model.kv_bytes_per_token('fp16') / 1024:.0f} KiB/token) moved after prefill and counted in TTFT, FCFS "
         "prefill batches (≤ 8 requests, ≤ 8192 tokens), continuous-batching decode (≤ 256 requests/device), "
-        f"{n} requests per workload (`hydra_opt.evaluate.disagg`)."
+        f"{n} requests per workload (`hydra_opt.experiments.disagg`)."
     )
     loads = []
     for wk in ok:
@@ -516,7 +511,7 @@ def _ablation_variants() -> list[tuple[str, Any, str, str]]:
 
 
 def _ablation_serving(quick: bool, seed: int) -> tuple[list[Row], dict]:
-    from hydra_opt.evaluate.disagg import DynaCoreDeviceCost
+    from hydra_opt.experiments.disagg import DynaCoreDeviceCost
     from hydra_opt.hardware.dynacore import ConfigTable, decode_step, prefill
     from hydra_opt.workload.models import load_model
 
@@ -639,19 +634,19 @@ def _serving_figs(fig_dir: Path, runs: dict, ok: list[str], abl: dict) -> list[s
 
 
 # ---------------------------------------------------------------------------------------------------------------
-def run(quick: bool, fig_dir: Path, seed: int = 0) -> Section:
-    """Run the DynaCore §8 reproduction; PNGs go to ``fig_dir``."""
+def run(quick: bool, fig_dir: Path, seed: int = 0, *, paths: ExperimentPaths | None = None) -> Section:
+    """Run the DynaCore §8 reproduction (traces from ``paths``' shared data folder); PNGs go to ``fig_dir``."""
     t0 = time.perf_counter()
     fig_dir = Path(fig_dir)
     fig_dir.mkdir(parents=True, exist_ok=True)
     r11, f11, _ = _fig11(fig_dir)
     r10, f10, _ = _fig10(fig_dir, quick)
-    rs, fs, serving_md, _ = _serving(fig_dir, quick, seed)
+    rs, fs, serving_md, _ = _serving(fig_dir, quick, seed, (paths or ExperimentPaths.default()).traces_dir)
     intro = (
         "All numbers come from the DynaCore core model (`hydra_opt.hardware.dynacore`, issue 3: Table 2 device — "
         "28 nm, 500 MHz, 8 MB buffer, 4 TB/s, 16,384 multipliers for every architecture; DynaCore = 16 cores of "
         "32×32, W8A8 prefill + W4A16 decode; Planaria/SARA W8A8, BitFusion W8A8, FIGLUT W4A16, SA with DQ) and the "
-        "disaggregated serving simulator `hydra_opt.evaluate.disagg`. Paper ratios are 'DynaCore better by ×'. "
+        "disaggregated serving simulator `hydra_opt.experiments.disagg`. Paper ratios are 'DynaCore better by ×'. "
         "The paper's Tables 2–3 (baseline configurations, device setup) are empty in our copy, so baseline "
         "precisions and the SIMD device are our reading of the text."
     )

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from hydra_opt.dse.reproduce._hydra_sims import disk_cached
+from hydra_opt.experiments._hydra_sims import disk_cached
 from hydra_opt.workload.cost import COST_FIELDS
 from hydra_opt.workload.layers import Q, Q2, QC, AttentionLayer
 

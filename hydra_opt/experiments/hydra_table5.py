@@ -32,14 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from hydra_opt.dse.reproduce.common import Row, Section
-from hydra_opt.dse.reproduce.fronts import simulate_cached
+from hydra_opt.experiments.common import Row, Section
+from hydra_opt.experiments.paths import ExperimentPaths
+from hydra_opt.experiments.fronts import simulate_cached
 
 __all__ = ["run", "PAPER", "STUDY_QUICK", "STUDY_FULL", "CachedEvaluator", "top_k", "recovery_of"]
 
-ROOT = Path(__file__).resolve().parents[3]
-STUDY_QUICK = ROOT / "studies" / "paper" / "table5_quick.yaml"
-STUDY_FULL = ROOT / "studies" / "paper" / "table5_llama3_chat.yaml"
+#: Study files (in the checkout's ``studies/paper/``) of quick and full mode.
+STUDY_QUICK = "table5_quick.yaml"
+STUDY_FULL = "table5_llama3_chat.yaml"
 
 #: HYDRA Table V (§VI-F): average exploration time per model over four datasets, and max-throughput recovery.
 PAPER = {
@@ -122,8 +123,9 @@ def _fmt_min(s: float) -> str:
     return f"{s / 60:.1f} min" if s < 5400 else f"{s / 3600:.1f} h"
 
 
-def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, study: str | Path | None = None) -> Section:
-    """Run the Table V reproduction on the quick or full study file (or ``study``)."""
+def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, study: str | Path | None = None,
+        paths: ExperimentPaths | None = None) -> Section:
+    """Run the Table V reproduction on the quick or full study file of ``paths``' checkout (or ``study``)."""
     import optuna
 
     from hydra_opt.dse.evaluators import HydraEvaluator
@@ -133,7 +135,8 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, study: str | Pa
     from hydra_opt.evaluate.estimator import EstimatorOptions, roofline_estimate
 
     t_start = time.perf_counter()
-    path = Path(study) if study else (STUDY_QUICK if quick else STUDY_FULL)
+    paths = paths or ExperimentPaths.default()
+    path = Path(study) if study else paths.paper_dir / (STUDY_QUICK if quick else STUDY_FULL)
     spec = load_study_spec(path)
     (model, workload), = spec.pairs
     sim_opts = dict(spec.simulate_options or {})
@@ -244,7 +247,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, study: str | Pa
              f"| Optuna {spec.sampler.name} + promotion pruner | {len(opt_idx)} | {n_trials} | {100 * opt_rec:.1f} % "
              f"| {_fmt_min(opt_s)} |", ""]
     lines.append(f"Best simulated throughput of the slice: {best:.1f} tok/s. Study file: "
-                 f"`{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`. Mean simulation wall "
+                 f"`{path.relative_to(paths.checkout) if path.is_relative_to(paths.checkout) else path}`. Mean simulation wall "
                  f"{mean_sim:.2f} s (max {np.nanmax(sim_walls):.2f} s). Wall time of this experiment: "
                  f"{time.perf_counter() - t_start:.0f} s ({'quick' if quick else 'full'} mode).")
     intro = (f"Setup: {setup}; `SimOptions.paper(horizon_s={horizon:.0f})`, estimator with the paper placement "
@@ -262,7 +265,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, study: str | Pa
 
 def _rec_comment(name: str, rec: float, paper_pct: float, est: np.ndarray, sim: np.ndarray, pick: list[int],
                  feas: np.ndarray, k: int) -> str:
-    from hydra_opt.dse.reproduce.fronts import spearman
+    from hydra_opt.experiments.fronts import spearman
 
     rho = spearman(est[feas], sim[feas])
     text = f"top-{k} by estimated throughput; Spearman ρ(estimate, simulation) over the slice = {rho:.2f}"

@@ -7,7 +7,7 @@ with a shortened horizon):
 
 1. the vectorised estimator screens the enumerated Table III space (full mode: every design; quick mode: a
    stratified subset) and proposes ``k`` designs along its estimated front, always including its estimated B* and
-   M_T (:func:`hydra_opt.dse.reproduce.fronts.select_candidates`);
+   M_T (:func:`hydra_opt.experiments.fronts.select_candidates`);
 2. a stratified sample S of the screened designs (round-robin over batch × D2D bandwidth × HBM-count strata) is
    simulated; the *reference* ("exhaustive") front is the front of every simulated design, S ∪ candidates — the
    documented sub-space that stands in for the paper's exhaustive sweep, which this machine cannot afford;
@@ -16,10 +16,11 @@ with a shortened horizon):
    1 − TP(candidates' B*) / TP(reference B*), the same for M_T (paper, Nemotron-H-LW: 8 % and 12 %).
 
 Artifact comparison (Llama-3, Mamba-2): designs of the published fronts
-(``/work/shared/reference/hydra_artifact/pareto_fronts``) are simulated with hydra_opt under ``SimOptions.paper``;
+(``reference/hydra_artifact/pareto_fronts`` of the shared data folder, :mod:`hydra_opt.experiments.paths`) are
+simulated with hydra_opt under ``SimOptions.paper``;
 Spearman's ρ of throughput (and TTFT) between the published and our values over those designs, and whether the
 published B*/M_T (recomputed on the simulated subset) stay B*/M_T with our numbers. In full mode each published
-M_T design also runs the artifact-rule ladder (:mod:`hydra_opt.dse.reproduce.artifact_probe`), so an offset from
+M_T design also runs the artifact-rule ladder (:mod:`hydra_opt.experiments.artifact_probe`), so an offset from
 the published throughput comes with a measured cause.
 """
 
@@ -33,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from hydra_opt.dse.reproduce.artifact_probe import ARTIFACT_DECODE_BW_GBPS, STEP_LABELS, probe_ladder
-from hydra_opt.dse.reproduce.common import Row, Section
-from hydra_opt.dse.reproduce.fronts import (
+from hydra_opt.experiments.artifact_probe import ARTIFACT_DECODE_BW_GBPS, STEP_LABELS, probe_ladder
+from hydra_opt.experiments.common import Row, Section
+from hydra_opt.experiments.paths import ExperimentPaths
+from hydra_opt.experiments.fronts import (
     artifact_front_path,
     bstar_mt,
     front_mask,
@@ -47,12 +49,17 @@ from hydra_opt.dse.reproduce.fronts import (
     stratified_sample,
 )
 
-__all__ = ["run", "QUICK", "FULL", "PAPER", "STUDIES", "WorkloadResult", "run_workload", "compare_artifact",
-           "ARTIFACT_DECODE_BW_GBPS"]
+__all__ = ["run", "QUICK", "FULL", "PAPER", "MODEL_KEYS", "study_file", "WorkloadResult", "run_workload",
+           "compare_artifact", "ARTIFACT_DECODE_BW_GBPS"]
 
-ROOT = Path(__file__).resolve().parents[3]
-#: Study file per model key (model, space, simulate/estimate options).
-STUDIES = {key: ROOT / "studies" / "paper" / f"fig8_{key}.yaml" for key in ("llama3", "mamba2", "nemotron_h")}
+#: Model keys; each has a study file ``studies/paper/fig8_<key>.yaml`` (model, space, simulate/estimate options).
+MODEL_KEYS = ("llama3", "mamba2", "nemotron_h")
+
+
+def study_file(model_key: str, paths: ExperimentPaths | None = None) -> Path:
+    """The Fig. 8 study file of ``model_key`` in the checkout of ``paths`` (default :meth:`ExperimentPaths.default`)."""
+    return (paths or ExperimentPaths.default()).paper_dir / f"fig8_{model_key}.yaml"
+
 DATASETS = ("hydra-arxiv", "hydra-bwb", "hydra-chat", "hydra-longwriter")
 
 #: Paper values (HYDRA §VI-B "Accuracy of the Markov-based performance estimator", Fig. 8; §VI-B Methodology).
@@ -161,13 +168,13 @@ class WorkloadResult:
 
 
 def run_workload(model_key: str, workload: str, *, screen: int | None, n_strat: int, k: int, horizon_s: float,
-                 seed: int = 0, log=print) -> WorkloadResult:
+                 seed: int = 0, log=print, paths: ExperimentPaths | None = None) -> WorkloadResult:
     """Screen, select, simulate one (model, workload) pair (module docstring, steps 1–2)."""
     from hydra_opt.dse.exhaustive import run_exhaustive
     from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
     from hydra_opt.dse.study import load_study_spec
 
-    spec = load_study_spec(STUDIES[model_key])
+    spec = load_study_spec(study_file(model_key, paths))
     model = spec.pairs[0][0]
     ev = _evaluator(spec, horizon_s)
     space = list(spec.space.enumerate())
@@ -193,18 +200,20 @@ def run_workload(model_key: str, workload: str, *, screen: int | None, n_strat: 
 
 
 def compare_artifact(model_key: str, workload: str, *, n_designs: int, horizon_s: float,
-                     log=print, probe: bool = False) -> dict[str, Any] | None:
+                     log=print, probe: bool = False, paths: ExperimentPaths | None = None) -> dict[str, Any] | None:
     """Simulate up to ``n_designs`` of the published front (spread along it, published B* and M_T included).
 
     With ``probe``, the published M_T design also runs the artifact-rule ladder of
-    :mod:`hydra_opt.dse.reproduce.artifact_probe` (batch limit, half-rate MACs, attention costing, reserved NoI
+    :mod:`hydra_opt.experiments.artifact_probe` (batch limit, half-rate MACs, attention costing, reserved NoI
     bandwidth, then prefill slowed to the published TTFT): a measured account of where an offset comes from.
+    None when the artifact has no front for the pair, or the shared data folder of ``paths`` does not hold it.
     """
     from hydra_opt.dse.study import load_study_spec
 
-    spec = load_study_spec(STUDIES[model_key])
+    paths = paths or ExperimentPaths.default()
+    spec = load_study_spec(study_file(model_key, paths))
     model = spec.pairs[0][0]
-    path = artifact_front_path(model, workload)
+    path = artifact_front_path(model, workload, paths.artifact_fronts)
     if path is None or not path.exists():
         return None
     pts = load_artifact_front(path)
@@ -375,7 +384,8 @@ def _fmt(x: Any, nd: int = 1) -> str:
     return str(x)
 
 
-def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, **overrides: Any) -> Section:
+def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, paths: ExperimentPaths | None = None,
+        **overrides: Any) -> Section:
     """Run the Fig. 8 reproduction (``overrides`` replace entries of :data:`QUICK` / :data:`FULL`)."""
     t0 = time.perf_counter()
     cfg = dict(QUICK if quick else FULL)
@@ -383,10 +393,10 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, **overrides: An
     fig_dir = Path(fig_dir)
     fig_dir.mkdir(parents=True, exist_ok=True)
     results = [run_workload(m, w, screen=cfg["screen"], n_strat=cfg["n_strat"], k=cfg["k"],
-                            horizon_s=cfg["horizon_s"], seed=seed, log=log) for m, w in cfg["workloads"]]
+                            horizon_s=cfg["horizon_s"], seed=seed, log=log, paths=paths) for m, w in cfg["workloads"]]
     arts = [a for a in (compare_artifact(m, w, n_designs=cfg["artifact_designs"],
                                          horizon_s=cfg["artifact_horizon_s"], log=log,
-                                         probe=cfg["artifact_horizon_s"] >= 100)
+                                         probe=cfg["artifact_horizon_s"] >= 100, paths=paths)
                         for m, w in cfg["artifact"]) if a is not None]
     sums = [r.summary() for r in results]
     figures = []
@@ -494,7 +504,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, **overrides: An
         extra.append("")
         lads = [a for a in arts if a.get("ladder")]
         if lads:
-            extra += ["Artifact-rule probes on each published M_T design (`hydra_opt/dse/reproduce/artifact_probe.py`; "
+            extra += ["Artifact-rule probes on each published M_T design (`hydra_opt/experiments/artifact_probe.py`; "
                       "cumulative steps, 100 s paper preset; *× pub.* = throughput / published throughput):", "",
                       "| front (published TP / TTFT) | step | throughput tok/s | × pub. | mean TTFT s |",
                       "|---|---|---:|---:|---:|"]
@@ -510,6 +520,10 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, **overrides: An
                               zip(a["labels"], a["published_tp"], a["ours_tp"], a["published_ttft"], a["ours_ttft"]))
             extra.append(f"* {a['tag']}: {pairs}")
         extra.append("")
+    elif cfg["artifact"]:
+        folder = (paths or ExperimentPaths.default()).artifact_fronts
+        extra += [f"Published fronts not re-simulated: no artifact front CSV under `{folder}` (shared data folder: "
+                  "`report --reproduce --shared DIR` or `$HYDRA_OPT_SHARED`).", ""]
     wall = time.perf_counter() - t0
     extra.append(f"Wall time: {wall:.0f} s ({'quick' if quick else 'full'} mode).")
     return Section(key="hydra_fig8", title="HYDRA Fig. 8 / §VI-B — estimator-selected vs exhaustive Pareto fronts",
