@@ -37,24 +37,25 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-space", action="store_true")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
-    from hydra_opt.evaluate.estimator import EstimatorOptions, core, estimate, space_arrays
+    from hydra_opt.evaluate import Scenario
+    from hydra_opt.evaluate.estimator import core, estimate, space_arrays
     from hydra_opt.system.space import paper_space
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
 
     model = load_model("llama-3-8b")
     wl = load_workload(args.dataset)
-    opts = EstimatorOptions(horizon_s=args.horizon)
+    opts = Scenario(horizon_s=args.horizon)
     designs = list(paper_space("llama3"))
     rng = np.random.default_rng(0)
     pick = [designs[i] for i in rng.choice(len(designs), args.n_single, replace=False)]
     load0 = os.getloadavg()[0]
-    estimate(pick[0], model, wl, options=opts)  # per-workload preparation (cached) is not per-design cost
+    estimate(pick[0], model, wl, scenario=opts)  # per-workload preparation (cached) is not per-design cost
     times, cpus = [], []
     for d in pick:
         t = time.perf_counter()
         c = time.process_time()
-        estimate(d, model, wl, options=opts)
+        estimate(d, model, wl, scenario=opts)
         times.append(time.perf_counter() - t)
         cpus.append(time.process_time() - c)
     times_ms = np.array(times) * 1e3
@@ -62,9 +63,9 @@ def main(argv=None) -> int:
     ref_cpu, n_diff = [], 0
     for d in pick[: args.n_ref]:
         c = time.process_time()
-        ref = core.estimate_reference(d, model, wl, options=opts)
+        ref = core.estimate_reference(d, model, wl, scenario=opts)
         ref_cpu.append(time.process_time() - c)
-        n_diff += ref.to_dict() != estimate(d, model, wl, options=opts).to_dict()
+        n_diff += ref.to_dict() != estimate(d, model, wl, scenario=opts).to_dict()
     lines = [
         "# Estimator speed",
         "",
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
     if not args.skip_space:
         t = time.perf_counter()
         cpu0 = time.process_time()
-        a = space_arrays(designs, model, wl, options=opts)
+        a = space_arrays(designs, model, wl, scenario=opts)
         wall = time.perf_counter() - t
         cpu = time.process_time() - cpu0
         lines.append(
@@ -111,7 +112,8 @@ def main(argv=None) -> int:
 
 def _others(n: int, horizon: float) -> list[str]:
     """Single-design medians for the other paper models and for continuous batching."""
-    from hydra_opt.evaluate.estimator import EstimatorOptions, core, estimate
+    from hydra_opt.evaluate import Scenario
+    from hydra_opt.evaluate.estimator import core, estimate
     from hydra_opt.system.space import paper_space
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
@@ -122,17 +124,17 @@ def _others(n: int, horizon: float) -> list[str]:
     out = []
     for model_name, space_name, wl_name, policies in cases:
         model, wl = load_model(model_name), load_workload(wl_name)
-        opts = EstimatorOptions(horizon_s=horizon)
+        opts = Scenario(horizon_s=horizon)
         designs = paper_space(space_name).sample(n, 0, **policies)
-        estimate(designs[0], model, wl, options=opts)
+        estimate(designs[0], model, wl, scenario=opts)
         first, again = [], []
         for runs in (first, again):
             for d in designs:
                 c = time.process_time()
-                estimate(d, model, wl, options=opts)
+                estimate(d, model, wl, scenario=opts)
                 runs.append(time.process_time() - c)
-        n_diff = sum(core.estimate_reference(d, model, wl, options=opts).to_dict()
-                     != estimate(d, model, wl, options=opts).to_dict() for d in designs[:20])
+        n_diff = sum(core.estimate_reference(d, model, wl, scenario=opts).to_dict()
+                     != estimate(d, model, wl, scenario=opts).to_dict() for d in designs[:20])
         out.append(
             f"* {model_name} on {wl_name}, {policies.get('batching', 'static')} batching: first call median "
             f"{np.median(first) * 1e3:.2f} ms (p90 {np.percentile(first, 90) * 1e3:.2f} ms), repeated call median "

@@ -166,7 +166,10 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, scn
     a0 = float(arr[0]) if arr.size else 0.0
     arrived = arr[arr <= h]
     a1 = float(arrived[-1]) if arrived.size else a0
-    if window is None:
+    if window is None and scn.window == "whole_run":
+        # The simulator's whole-run throughput: every token over the served time (docs/metrics.md).
+        window = (0.0, h if math.isfinite(h) else a1)
+    elif window is None:
         # The simulator's measurement window (docs/metrics.md).
         window = (a0 + warmup * (a1 - a0), min(a1, h))
     grid_k, grid_emin = fluid.emin_curve(stats.steps)
