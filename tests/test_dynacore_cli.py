@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,43 @@ def test_parse_batches() -> None:
     for bad in ("", "0", "a,b", "1,...,4"):
         with pytest.raises(ConfigError):
             parse_batches(bad)
+
+
+def test_check_columns_are_named_apart_and_batch_256_points_to_its_cause(capsys) -> None:
+    assert main(["dynacore", "check"]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("architecture"))
+    assert header.count("paper") == 2 and "paper sat." in header and "paper b=256 (ms)" in header
+    note = next(line for line in out.splitlines() if line.startswith("note:"))
+    assert "236.4 ms" in note and "60.7 ms" in note and "docs/dynacore.md §3" in note
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "dynacore.md").read_text(encoding="utf-8")
+    assert "## 3. Results against the paper" in doc and "Batch 256 does not reproduce" in doc
+
+
+@pytest.mark.parametrize("model", ["llama-3-8b", "a/very/long/path/to/some/model-file-with-a-long-name-v2.yaml"])
+def test_sweep_title_fits_in_the_figure(model) -> None:
+    from hydra_opt.cli.dynacore_cmd import sweep_figure
+
+    rows = [{"architecture": a, "batch": b, "latency_ms": float(b * (i + 1))}
+            for i, a in enumerate(("systolic", "planaria", "sara", "dynacore", "simd", "figlut", "bitfusion"))
+            for b in (1, 2, 4)]
+    fig = sweep_figure(rows, f"{model} decode step latency vs batch size (DynaCore Fig. 11)",
+                       "DynaCore disaggregated, baselines w8a8, 128x128 PEs")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box, title = fig.bbox, fig.axes[0].title.get_window_extent(renderer)
+    assert box.x0 <= title.x0 and title.x1 <= box.x1 and title.y1 <= box.y1
+    legend = fig.axes[0].get_legend().get_window_extent(renderer)
+    assert legend.x1 <= box.x1  # the legend beside the axes is not cut off either
+
+
+def test_checks_compute_without_the_cli() -> None:
+    from hydra_opt.hardware.dynacore.checks import CheckSetup, check_report, sweep_rows
+
+    setup = CheckSetup(array=64)
+    rows = sweep_rows(setup, ["figlut", "dynacore"], [1, 4])
+    assert [r["datapath"] for r in rows] == ["w4a16", "w4a16", "w4a16", "w4a16"]  # FIGLUT is W4A16 whatever
+    assert sweep_rows(CheckSetup(policy="w8a8"), ["dynacore"], [1])[0]["datapath"] == "w8a8"
+    assert check_report(setup)["gemv_compute_over_weight_stream"] == 62.5
+    with pytest.raises(ConfigError, match="not an architecture"):
+        setup.architecture("tpu")

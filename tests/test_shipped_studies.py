@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from hydra_opt.cli.main import main
-from hydra_opt.dse.evaluators import HydraEvaluator, design_accuracy_cost, pair_accuracy_cost
+from hydra_opt.dse.evaluators import HydraEvaluator
+from hydra_opt.hardware.dynacore.accuracy import design_accuracy_cost, pair_accuracy_cost
 from hydra_opt.dse.storages import sqlite_url_for
 from hydra_opt.dse.study import RunOptions, StudySpec, load_study_spec, run_study
 from hydra_opt.system.design import DesignPoint

@@ -37,10 +37,13 @@ def register(sub: Any) -> argparse.ArgumentParser:
                    help="index of this invocation's first worker (give distinct values on other machines)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-trial lines")
     p.add_argument("--heartbeat-interval", metavar="S", default=None,
-                   help="seconds between heartbeats of running trials (RDB and journal storages; 0 disables; "
+                   help="seconds between heartbeats of running trials (RDB and journal storages; 1-3600, "
                         "default 30); a trial silent for --grace-period is failed and retried (docs/distributed.md)")
     p.add_argument("--grace-period", metavar="S", default=None,
                    help="seconds without a heartbeat after which a running trial counts as dead (default 120)")
+    p.add_argument("--storage-retry", metavar="S", default=None,
+                   help="seconds storage operations are retried through an outage before the worker stops with "
+                        "one line (default 60; 0 disables)")
     return p
 
 

@@ -1,4 +1,5 @@
-"""Shared parsing of the fault-tolerance options of ``run`` (``--heartbeat-interval``, ``--grace-period``)."""
+"""Shared parsing of the fault-tolerance options of ``run`` (``--heartbeat-interval``, ``--grace-period``,
+``--storage-retry``)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def _int_s(value: str | None, key: str, lo: int, hi: int) -> int | None:
         raise ConfigError(f"is not a whole number of seconds in [{lo}, {hi}]", file="<cli>", key=key,
                           value=value) from None
     if not lo <= v <= hi:
-        raise ConfigError(f"must be in [{lo}, {hi}] s", file="<cli>", key=key, value=v)
+        why = (" (without heartbeats a dead worker's trial would stay RUNNING for ever; for rare heartbeats give a "
+               "large value)") if key == "--heartbeat-interval" and v == 0 else ""
+        raise ConfigError(f"must be in [{lo}, {hi}] s{why}", file="<cli>", key=key, value=v)
     return v
 
 
@@ -31,8 +34,9 @@ def storage_options_from_args(args: argparse.Namespace) -> Any:
     from hydra_opt.dse.storages import StorageOptions
 
     base = StorageOptions()
-    hb = _int_s(getattr(args, "heartbeat_interval", None), "--heartbeat-interval", 0, MAX_HEARTBEAT_S)
+    hb = _int_s(getattr(args, "heartbeat_interval", None), "--heartbeat-interval", 1, MAX_HEARTBEAT_S)
     grace = _int_s(getattr(args, "grace_period", None), "--grace-period", 1, MAX_GRACE_S)
+    retry = _int_s(getattr(args, "storage_retry", None), "--storage-retry", 0, MAX_GRACE_S)
     hb = base.heartbeat_interval_s if hb is None else hb
     if grace is None:
         grace = max(base.grace_period_s, 4 * hb)
@@ -42,4 +46,5 @@ def storage_options_from_args(args: argparse.Namespace) -> Any:
     return StorageOptions(
         sqlite_timeout_s=base.sqlite_timeout_s, heartbeat_interval_s=hb, grace_period_s=grace,
         failed_trial_retries=base.failed_trial_retries, sqlite_wal=base.sqlite_wal,
+        retry_s=base.retry_s if retry is None else float(retry),
     )

@@ -8,6 +8,7 @@ stderr and exit code 2 (see :func:`hydra_opt.cli.main.main`).
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any
 
 __all__ = ["ConfigError", "EXIT_USAGE"]
@@ -18,11 +19,26 @@ EXIT_USAGE = 2
 _MAX_VALUE_CHARS = 60
 
 
+class _BoundedRepr(reprlib.Repr):
+    """``repr`` that stops early: a value parsed from a hostile file may be huge (an alias-bomb list shares its
+    items 10^9 times) or an integer too long for ``str`` (Python refuses 4,300+ digits)."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:
+            return f"<integer of about {int(x.bit_length() * 0.30103) + 1} digits>"
+        return repr(x)
+
+
+_REPR = _BoundedRepr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 3, 6, 6, 6, 6
+_REPR.maxstring, _REPR.maxother = _MAX_VALUE_CHARS, _MAX_VALUE_CHARS
+
+
 def _short(value: Any) -> str:
-    """A printable, bounded representation of a bad value (never a whole file)."""
+    """A printable, bounded representation of a bad value (never a whole file; bounded time and memory)."""
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return repr(value)
-    text = repr(value)
+    text = _REPR.repr(value) if not isinstance(value, str) else repr(value[: _MAX_VALUE_CHARS * 2])
     if len(text) > _MAX_VALUE_CHARS:
         text = text[: _MAX_VALUE_CHARS - 3] + "..."
     return text.replace("\n", "\\n")

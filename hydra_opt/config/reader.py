@@ -25,10 +25,70 @@ MISSING: Any = object()
 MAX_YAML_BYTES = 4 * 1024 * 1024
 #: Largest accepted magnitude of any number (beyond it a typo is likelier than intent).
 MAX_ABS_NUMBER = 1e18
+#: Deepest accepted nesting of lists/mappings (PyYAML composes recursively: 50k levels overflow the stack).
+MAX_YAML_DEPTH = 64
+#: Most nodes a document may expand to, aliases counted at every use (an 800-byte "billion laughs" alias chain
+#: expands to 10^9 nodes; the largest real config file has a few thousand).
+MAX_YAML_NODES = 200_000
+#: Longest integer literal accepted (Python refuses to convert more than 4,300 digits; no setting needs 40).
+MAX_INT_DIGITS = 40
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (a silent overwrite hides typos)."""
+    """SafeLoader that rejects duplicate keys (a silent overwrite hides typos), and documents nested deeper than
+    :data:`MAX_YAML_DEPTH`, expanding to more than :data:`MAX_YAML_NODES` nodes or holding integers longer than
+    :data:`MAX_INT_DIGITS` digits — all checked on the node graph, before any value is built."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            return super().compose_node(parent, index)
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _LimitError(None, None, f"is nested deeper than {MAX_YAML_DEPTH} levels",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_expansion(node)
+        return super().construct_document(node)
+
+
+class _LimitError(yaml.constructor.ConstructorError):
+    """A document beyond a size limit (well-formed YAML, refused)."""
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse a node graph whose tree (every alias use expanded) exceeds :data:`MAX_YAML_NODES` nodes."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:  # depth is bounded by MAX_YAML_DEPTH: recursion is safe
+        if id(node) in sizes:
+            return sizes[id(node)]
+        n = 1
+        if isinstance(node, yaml.SequenceNode):
+            n += sum(size(c) for c in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            n += sum(size(k) + size(v) for k, v in node.value)
+        sizes[id(node)] = n = min(n, MAX_YAML_NODES + 1)
+        return n
+
+    if size(root) > MAX_YAML_NODES:
+        raise _LimitError(
+            None, None, f"expands to more than {MAX_YAML_NODES:,} values (aliases counted at every use)",
+            root.start_mark)
+
+
+def _construct_int(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> int:
+    digits = sum(c.isalnum() for c in str(node.value))
+    if digits > MAX_INT_DIGITS:
+        raise _LimitError(
+            None, None, f"has an integer of {digits} digits (at most {MAX_INT_DIGITS})", node.start_mark)
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
 
 
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -44,6 +104,7 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def read_input_bytes(path: Path, name: str, max_bytes: int) -> bytes:
@@ -85,7 +146,8 @@ def load_yaml(path: str | os.PathLike[str], *, display: str | None = None) -> No
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"is not valid YAML{where}: {problem}", file=name) from None
+        what = "is refused" if isinstance(exc, _LimitError) else "is not valid YAML"
+        raise ConfigError(f"{what}{where}: {problem}", file=name) from None
     if data is None:
         raise ConfigError("is empty; expected a mapping", file=name)
     return Node(data, file=name, key="")

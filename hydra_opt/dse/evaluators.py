@@ -6,15 +6,16 @@ from ``hydra_opt.evaluate.estimate`` (the Markov/fluid estimator) and simulation
 ``hydra_opt.evaluate.simulate`` (the event-driven simulator). Tests of the pruner, search spaces and study
 mechanics use small evaluators written in the tests, so they do not depend on the simulator's speed or numbers.
 
-Both estimates and simulations carry ``accuracy_cost`` (:func:`design_accuracy_cost`): the quantisation accuracy
-drop of the design's precisions in percentage points vs FP16, from the DynaCore paper's Llama-3.1-8B table
-(Sec. 8.2; ``hydra_opt.hardware.dynacore.ACCURACY_DROP_PCT``). It depends only on the design, so every design the
+Both estimates and simulations carry ``accuracy_cost``
+(:func:`hydra_opt.hardware.dynacore.accuracy.design_accuracy_cost`): the quantisation accuracy drop of the design's
+precisions in percentage points vs FP16, from the DynaCore paper's Llama-3.1-8B table (Sec. 8.2). It depends only on the design, so every design the
 evaluator accepts has one and an ``accuracy_cost`` objective never fails mid-study.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -24,8 +25,6 @@ __all__ = [
     "SimOutcome",
     "HydraEvaluator",
     "numeric_dict",
-    "design_accuracy_cost",
-    "pair_accuracy_cost",
     "resolve_run",
 ]
 
@@ -50,8 +49,8 @@ class Evaluator(Protocol):
     def design(self, design: Mapping[str, Any]) -> Any:
         """Build the design object from a design dict (raises ``ConfigError`` for a malformed dict)."""
 
-    def load(self, model: str, workload: str) -> tuple[Any, Any]:
-        """Load a (model, workload) pair by name or path."""
+    def load(self, model: Any, workload: Any) -> tuple[Any, Any]:
+        """Load a (model, workload) pair: names or paths, or objects a Python caller built."""
 
     def feasibility(self, design: Any, model: Any) -> list[str]:
         """Reasons the design cannot serve the model (empty = feasible); never raises for a bad design."""
@@ -89,16 +88,16 @@ class HydraEvaluator:
     (``preset: paper`` of ``simulate:`` included), and two blocks giving one setting different values is an error.
 
     Attributes:
-        estimate_options: ``EstimatorOptions`` knobs.
-        simulate_options: ``SimOptions`` knobs.
+        estimate_options: ``EstimatorOptions`` knobs: an ``EstimatorOptions`` or a study's ``estimate:`` mapping.
+        simulate_options: ``SimOptions`` knobs: a ``SimOptions`` or a study's ``simulate:`` mapping.
         file: The study file (for error messages).
         scenario: The run (resolved to a ``Scenario`` by ``__post_init__``).
         design_overrides: Design fields every design gets (``max_batch``, ``batching``, ``scheduler``,
             ``placement``), applied by :meth:`design` before anything is derived.
     """
 
-    estimate_options: Mapping[str, Any] | None = None
-    simulate_options: Mapping[str, Any] | None = None
+    estimate_options: Any = None
+    simulate_options: Any = None
     file: str = "<study>"
     scenario: Any = None
     design_overrides: Mapping[str, Any] | None = None
@@ -126,14 +125,8 @@ class HydraEvaluator:
         return DesignPoint.from_dict(dict(design)).with_overrides(self.design_overrides, file=self.file,
                                                                    key="design_overrides.")
 
-    def load(self, model: str, workload: str) -> tuple[Any, Any]:
-        key = (model, workload)
-        if key not in self._cache:
-            from hydra_opt.workload.models import load_model
-            from hydra_opt.workload.workload import load_workload
-
-            self._cache[key] = (load_model(model), load_workload(workload))
-        return self._cache[key]
+    def load(self, model: Any, workload: Any) -> tuple[Any, Any]:
+        """Load a (model, workload) pair: names or paths, or objects a Python caller built."""
 
     def feasibility(self, design: Any, model: Any) -> list[str]:
         from hydra_opt.system.feasibility import feasibility
@@ -183,8 +176,12 @@ def resolve_run(scenario: Any, simulate: Mapping[str, Any] | None, estimate: Map
     from hydra_opt.evaluate.scenario import SCENARIO_KEYS, scenario_from_mapping
     from hydra_opt.system.design import OVERRIDE_KEYS
 
+    sim_obj = simulate if isinstance(simulate, SimOptions) else None
+    est_obj = estimate if isinstance(estimate, EstimatorOptions) else None
+    simulate = None if sim_obj is not None else simulate
+    estimate = None if est_obj is not None else estimate
     if isinstance(scenario, Scenario) and not simulate and not estimate:
-        return scenario, SimOptions(), EstimatorOptions(), dict(overrides or {})
+        return scenario, sim_obj or SimOptions(), est_obj or EstimatorOptions(), dict(overrides or {})
     scn: dict[str, Any] = {}
     where: dict[str, str] = {}
     over: dict[str, Any] = dict(overrides or {})
@@ -228,8 +225,8 @@ def resolve_run(scenario: Any, simulate: Mapping[str, Any] | None, estimate: Map
         run = scenario_from_mapping(base, file=file)
         if scn.get("slo") is not None:
             run = run.with_(slo=scn["slo"])
-    return run, _options(SimOptions, knobs["simulate"], file, "simulate"), \
-        _options(EstimatorOptions, knobs["estimate"], file, "estimate"), over
+    return (run, sim_obj or _options(SimOptions, knobs["simulate"], file, "simulate"),
+            est_obj or _options(EstimatorOptions, knobs["estimate"], file, "estimate"), over)
 
 
 def _options(cls: Any, data: Mapping[str, Any], file: str, key: str) -> Any:
@@ -258,100 +255,7 @@ def _metrics_of(result: Any, design: Any, precision: str | None = None) -> dict[
         if isinstance(area, (int, float)):
             out["area_mm2"] = float(area)
     if "accuracy_cost" not in out and hasattr(design, "counts"):
+        from hydra_opt.hardware.dynacore.accuracy import design_accuracy_cost
+
         out["accuracy_cost"] = design_accuracy_cost(design, precision=precision)
     return out
-
-
-# -- quantisation accuracy cost ----------------------------------------------------------------------------------
-#: (weight bits, activation bits) of precision names without a DynaCore datapath. Assumption: an 8-bit float W8A8
-#: costs no more accuracy than the measured INT8 W8A8 (no FP8 figure exists in the DynaCore paper).
-_EXTRA_BITS: dict[str, tuple[int, int]] = {"fp8": (8, 8)}
-
-
-def _bits(name: str) -> tuple[int, int]:
-    """(weight bits, activation bits) of a precision name (``int8`` = W8A8, ``bf16`` = FP16 widths)."""
-    from hydra_opt.hardware.dynacore import get_datapath
-
-    low = str(name).lower()
-    if low in _EXTRA_BITS:
-        return _EXTRA_BITS[low]
-    dp = get_datapath(low, key="precision")
-    return dp.weight_bits, dp.act_bits
-
-
-def pair_accuracy_cost(prefill: str, decode: str) -> float:
-    """Accuracy cost, percentage points vs FP16, of prefilling at ``prefill`` and decoding at ``decode``.
-
-    A pair the DynaCore paper measured (Sec. 8.2: FP16 0, disaggregated W8A8+W4A16 0.07, W8A8 0.09, W4A8 1.51,
-    W4A16 2.81) gets its figure. Another pair gets the smallest figure among the measured policies that are at most
-    as precise in both phases (no more weight and no more activation bits): an upper bound under the assumption
-    that quantising less never costs accuracy. So FP16 prefill + W4A16 decode → 0.07 (the disaggregated pair is
-    at most as precise), FP16 prefill + W8A8 decode → 0.09, W8A8 prefill + FP16 decode → 0.07.
-
-    Raises:
-        ConfigError: For a precision name without operand widths (none of the shipped ones).
-    """
-    from hydra_opt.config import ConfigError
-    from hydra_opt.hardware.dynacore import ACCURACY_DROP_PCT, POLICIES
-
-    p, d = _bits(prefill), _bits(decode)
-    best = math.inf
-    for name, pol in POLICIES.items():
-        pp, dd = _bits(pol.prefill), _bits(pol.decode)
-        if (pp, dd) == (p, d):
-            return float(ACCURACY_DROP_PCT[name])
-        if pp[0] <= p[0] and pp[1] <= p[1] and dd[0] <= d[0] and dd[1] <= d[1]:
-            best = min(best, float(ACCURACY_DROP_PCT[name]))
-    if not math.isfinite(best):
-        raise ConfigError("has no accuracy figure (no measured policy is at most as precise)", key="precision",
-                          value=f"{prefill}+{decode}")
-    return best
-
-
-def design_accuracy_cost(design: Any, *, precision: str | None = None, library: Any = None) -> float:
-    """Quantisation accuracy cost of a design, percentage points vs FP16 (0 = full precision).
-
-    Each compute chiplet applies a precision in the phases it serves: library chiplets (``tscs_p``, ``tscs_d``,
-    ...) run ``precision`` (a study's ``simulate: {precision: ...}``), else the design's ``precision`` (HYDRA's
-    ``int8`` = W8A8), in the phases their library entry lists; DynaCore chiplets serve both phases at the design's
-    ``dynacore`` prefill/decode precisions (default W8A8 + W4A16). A request may be prefilled by any prefill-capable
-    chiplet and decoded by any decode-capable one, so the cost is the worst :func:`pair_accuracy_cost` over those
-    (prefill, decode) pairs. Examples: an int8 HYDRA design 0.09; ``tscs_p`` + DynaCore (W8A8, W4A16) 0.07 (the
-    paper's disaggregated pair); an FP16 design 0. The figures are Llama-3.1-8B's and are reused for every model
-    (docs/dynacore.md §1.6): an objective, not a prediction.
-
-    Args:
-        design: A ``hydra_opt.system.design.DesignPoint``.
-        precision: Precision forced on the library chiplets (None: ``design.precision``).
-        library: Chiplet library (default: the shipped one).
-    """
-    from hydra_opt.config import ConfigError
-    from hydra_opt.system.design import DynaCoreSettings
-
-    if library is None:
-        from hydra_opt.hardware.chiplets import ChipletLibrary
-
-        library = ChipletLibrary.default()
-    prec = precision or design.precision
-    prefill: set[str] = set()
-    decode: set[str] = set()
-    for name, n in design.counts:
-        if n <= 0:
-            continue
-        if name == "dynacore":
-            dyn = design.dynacore if design.dynacore is not None else DynaCoreSettings()
-            prefill.add(dyn.prefill_precision)
-            decode.add(dyn.decode_precision)
-            continue
-        try:
-            phases = library.spec(name).phases
-        except ConfigError:  # a hook/provider chiplet other than DynaCore: assume it serves both phases
-            phases = frozenset({"prefill", "decode"})
-        if "prefill" in phases:
-            prefill.add(prec)
-        if "decode" in phases:
-            decode.add(prec)
-    prefill, decode = prefill or decode, decode or prefill  # a one-phase design is infeasible; price what it has
-    if not prefill:
-        return 0.0
-    return max(pair_accuracy_cost(p, d) for p in sorted(prefill) for d in sorted(decode))

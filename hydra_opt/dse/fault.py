@@ -25,6 +25,7 @@ and this module handles each:
 from __future__ import annotations
 
 import copy
+import math
 import os
 import signal
 import socket
@@ -37,10 +38,11 @@ from typing import Any
 
 import numpy as np
 import optuna
-from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler
 from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
+
+from hydra_opt.dse.samplers import WrappedSampler
 
 __all__ = [
     "FINISHED",
@@ -60,9 +62,11 @@ __all__ = [
     "recover_stale_trials",
     "reseed_sampler",
     "sigterm_as_interrupt",
+    "running_left_warning",
     "trial_seed",
     "with_journal_heartbeat",
     "worker_id",
+    "worker_is_dead",
 ]
 
 #: Trial system attribute: epoch seconds of the last journal heartbeat of a RUNNING trial.
@@ -120,7 +124,7 @@ def reseed_sampler(sampler: BaseSampler, seed: int) -> int:
     return len(states)
 
 
-class PerTrialSeedSampler(BaseSampler):
+class PerTrialSeedSampler(WrappedSampler):
     """Wrap a sampler so every trial samples from a random stream fixed by ``(seed, trial number)``.
 
     Args:
@@ -129,38 +133,14 @@ class PerTrialSeedSampler(BaseSampler):
     """
 
     def __init__(self, inner: BaseSampler, seed: int) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._seed = int(seed)
-
-    @property
-    def inner(self) -> BaseSampler:
-        return self._inner
-
-    def __getattr__(self, name: str) -> Any:  # GridSampler.is_exhausted etc.
-        if name in ("_inner", "_seed"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         # Optuna calls this in study.ask() after the storage assigned the (unique) trial number and before any
         # sampling, so the whole trial's proposals come from its own stream.
         reseed_sampler(self._inner, trial_seed(self._seed, trial.number))
         self._inner.before_trial(study, trial)
-
-    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return self._inner.infer_relative_search_space(study, trial)
-
-    def sample_relative(self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        return self._inner.sample_relative(study, trial, search_space)
-
-    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution) -> Any:
-        return self._inner.sample_independent(study, trial, param_name, param_distribution)
-
-    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
-        self._inner.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self._inner.reseed_rng()
 
 
 # -- storages ------------------------------------------------------------------------------------------------
@@ -183,11 +163,27 @@ def last_alive_s(trial: FrozenTrial) -> float:
     return max(float(beat), start) if isinstance(beat, (int, float)) else start
 
 
+def worker_is_dead(trial: FrozenTrial) -> bool:
+    """Whether the trial's worker (:data:`WORKER_ATTR`) ran on this host and its process no longer exists — proof
+    of death without waiting for a heartbeat to go stale (a reused pid only delays detection, never fakes it)."""
+    host, _, pid = str(trial.system_attrs.get(WORKER_ATTR, "")).rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: a process with that pid exists
+        return False
+    return False
+
+
 def find_stale_trials(study: Study, older_than_s: float, *, now_s: float | None = None) -> list[FrozenTrial]:
-    """RUNNING trials with no sign of life for more than ``older_than_s`` seconds."""
+    """RUNNING trials with no sign of life for more than ``older_than_s`` seconds, or whose local worker process
+    is gone (:func:`worker_is_dead`)."""
     now_s = time.time() if now_s is None else now_s
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    return [t for t in running if now_s - last_alive_s(t) > older_than_s]
+    return [t for t in running if now_s - last_alive_s(t) > older_than_s or worker_is_dead(t)]
 
 
 @dataclass(frozen=True)
@@ -296,7 +292,12 @@ def with_journal_heartbeat(objective: Callable[[optuna.Trial], Any], interval_s:
 
 # -- finishing the budget ------------------------------------------------------------------------------------
 def _fail_stale(study: Study, grace_s: float, max_retry: int | None, now_s: float | None = None) -> int:
-    """Fail stale trials by whichever mechanism the storage has; returns how many this call failed."""
+    """Fail stale trials by whichever mechanism the storage has, and trials of dead local workers on any storage;
+    returns how many this call failed."""
+    if not (is_journal(study) and grace_s > 0):  # the journal path below finds dead local workers itself
+        dead = len(recover_stale_trials(study, math.inf, max_retry=max_retry, now_s=now_s))
+        if dead:
+            return dead
     if has_rdb_heartbeat(study):
         before = len(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
         with warnings.catch_warnings():
@@ -362,11 +363,30 @@ def optimize_until_budget(
         if waiting:
             must_run = True
             continue
+        if running and not watched and recover_stale_trials(study, math.inf, max_retry=max_retry):
+            must_run = True  # a dead local worker's trial: failed at once even without heartbeats; retry it here
+            continue
         if not running or not watched:
             return rounds  # nothing left that could finish the budget here (a sampler stop, or no heartbeat)
         sleep(poll_s)
         if _fail_stale(study, journal_grace_s, max_retry, clock()):
             must_run = True  # run the retries, or replacements if retries are exhausted
+
+
+def running_left_warning(study: Study, grace_s: float) -> str | None:
+    """One warning line when RUNNING trials remain as this process ends (e.g. its ``timeout_s`` came before a
+    dead worker's grace period), else None. Trials of dead local workers are failed (and retried) first."""
+    recover_stale_trials(study, math.inf)
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    if not running:
+        return None
+    now = time.time()
+    shown = ", ".join(f"{t.number} ({t.system_attrs.get(WORKER_ATTR, 'unknown worker')}, silent "
+                      f"{now - last_alive_s(t):.0f} s)" for t in running[:3])
+    more = f" and {len(running) - 3} more" if len(running) > 3 else ""
+    return (f"hydra_opt: warning: {len(running)} trial(s) still RUNNING at exit: {shown}{more}; if their worker is "
+            f"alive it finishes them, if it died they are failed and retried once silent for {grace_s:g} s (the next "
+            "run, or `python -m hydra_opt recover`)")
 
 
 # -- signals -------------------------------------------------------------------------------------------------

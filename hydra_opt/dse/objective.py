@@ -17,25 +17,29 @@ A design already simulated in this study (same ``design_key``) reuses the stored
 from __future__ import annotations
 
 import math
+import os
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
-from hydra_opt.config import ConfigError
+from hydra_opt.config import ConfigError, Node
 from hydra_opt.dse.evaluators import Evaluator
+from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 from hydra_opt.dse.pruner import Promotion, PromotionPruner
 from hydra_opt.dse.samplers import CONSTRAINTS_ATTR
-from hydra_opt.dse.spec import StudySpec, design_key
+from hydra_opt.dse.search_space import SearchSpace, load_search_space
+from hydra_opt.dse.spec import PrunerSpec, StudySpec, design_key, load_study_spec
 
 __all__ = ["DseObjective", "TrialReport", "BudgetReached", "FINISHED_STATES", "PLAN_ATTR"]
 
-#: States that count toward the budget (FAIL does not: a failed trial is retried or replaced).
+#: States that count toward the budget. FAIL does not, as a failed trial is retried or replaced.
 FINISHED_STATES: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
-#: Trial user attribute set on a trial the calibrated simulation plan enqueued (its value: the plan's reason).
+#: Trial user attribute set on a trial the calibrated simulation plan enqueued; its value is the plan's reason.
 PLAN_ATTR = "planned"
 
 
@@ -57,16 +61,36 @@ class TrialReport:
 
 
 class DseObjective:
-    """The study's objective: estimate, promote, simulate (see the module docstring).
+    """The objective of a design-space study: estimate, promote, simulate (see the module docstring).
+
+    An instance is a callable for :meth:`optuna.study.Study.optimize` and works with any sampler, storage and
+    callbacks. Build it from Python objects with :meth:`from_objects`, from a study file with :meth:`from_yaml`, or
+    from a parsed :class:`~hydra_opt.dse.spec.StudySpec`. The study must have one direction per objective
+    (:attr:`directions`). A :class:`~hydra_opt.dse.pruner.PromotionPruner` given to
+    :func:`optuna.create_study` (``pruner=``) decides promotion in place of the objective's own.
+
+    Example:
+
+        .. code-block:: python
+
+            import optuna
+            from hydra_opt.dse import DseObjective
+
+            objective = DseObjective.from_yaml("studies/quickstart.yaml")
+            study = optuna.create_study(directions=objective.directions)
+            study.optimize(objective, n_trials=10)
 
     Args:
-        spec: The study spec.
-        evaluator: The evaluator.
-        artifact_store: Optuna artifact store, or None.
-        budget: Total finished-trial budget to respect (None = none).
+        spec: The study spec (what defines a trial: pairs, space, objectives, pruner, simulation cap and seed).
+        evaluator: The evaluator (None: :meth:`~hydra_opt.dse.spec.StudySpec.make_evaluator`, the real estimator
+            and simulator).
+        artifact_store: Optuna artifact store receiving each simulated trial's artifacts, or None.
+        budget: Total finished-trial budget to respect across workers (None = none; the runner's).
     """
 
-    def __init__(self, spec: StudySpec, evaluator: Evaluator, *, artifact_store: Any = None, budget: int | None = None) -> None:
+    def __init__(self, spec: StudySpec, evaluator: Evaluator | None = None, *, artifact_store: Any = None,
+                 budget: int | None = None) -> None:
+        evaluator = evaluator if evaluator is not None else spec.make_evaluator()
         self.spec = spec
         self.evaluator = evaluator
         self.artifact_store = artifact_store
@@ -87,6 +111,137 @@ class DseObjective:
                                   show_value=exc.show_value) from None
         self.last: TrialReport | None = None
         self.n_constraints = 1 + len(spec.objectives.constraints)
+        self._labelled: set[str] = set()  # names of the studies this objective has labelled
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str], *, evaluator: Evaluator | None = None,
+                  artifact_store: Any = None) -> DseObjective:
+        """The objective of a study file (``studies/*.yaml``).
+
+        The file's pairs, search space, objectives, pruner, ``budget.max_simulations``, ``estimate:``,
+        ``simulate:`` and ``evaluator:`` apply; its sampler, storage, ``n_trials`` and timeout do not (the caller's
+        :func:`optuna.create_study` and :meth:`~optuna.study.Study.optimize` decide those; use
+        :func:`~hydra_opt.dse.runner.run_study` to apply them).
+
+        Args:
+            path: The study file.
+            evaluator: The evaluator (None: the file's).
+            artifact_store: Optuna artifact store for simulated trials' artifacts, or None.
+
+        Returns:
+            The objective.
+
+        Raises:
+            ConfigError: The file is invalid (the message names file, key and value).
+        """
+        spec = load_study_spec(path)
+        if spec.plan == "calibrated":
+            # The calibrated plan is driven by the runner's callback; called from Optuna directly it never simulates.
+            spec = replace(spec, plan="greedy", plan_pool="estimated")
+        return cls(spec, evaluator, artifact_store=artifact_store)
+
+    @classmethod
+    def from_objects(
+        cls,
+        model: Any = None,
+        workload: Any = None,
+        search_space: SearchSpace | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        *,
+        pairs: Sequence[tuple[Any, Any]] | None = None,
+        objectives: ObjectiveSpec | Sequence[str] | Mapping[str, Any] | str | os.PathLike[str] = DEFAULT_OBJECTIVES,
+        pruner: PromotionPruner | bool = True,
+        estimate_options: Any = None,
+        simulate_options: Any = None,
+        scenario: Any = None,
+        sim_seed: int = 0,
+        max_simulations: int | None = None,
+        evaluator: Evaluator | None = None,
+        artifact_store: Any = None,
+        name: str = "python",
+    ) -> DseObjective:
+        """The objective built from Python objects.
+
+        Args:
+            model: A ``hydra_opt.workload.models.Model`` or a model name/path (``"llama-3-8b"``).
+            workload: A ``hydra_opt.workload.workload.Workload`` or a workload name/path (``"chat"``).
+            search_space: A :class:`~hydra_opt.dse.search_space.SearchSpace`, a search-space mapping in the YAML
+                schema (``docs/dse.md``; ``kind`` may be omitted), or a search-space file.
+            pairs: Several (model, workload) pairs instead of ``model`` and ``workload``; values aggregate over
+                them as ``objectives`` says.
+            objectives: An :class:`~hydra_opt.dse.objectives.ObjectiveSpec`, metric names from
+                :data:`~hydra_opt.dse.objectives.METRICS` (``["throughput_tok_s", "ttft_s"]``), an objectives
+                mapping in the YAML schema, or an objectives file.
+            pruner: Promotion to simulation: True (default settings, as a study file without ``pruner:``), a
+                :class:`~hydra_opt.dse.pruner.PromotionPruner` (its metrics must be the objectives' and its
+                prefix ``"est_"``), or False (simulate every feasible trial).
+            estimate_options: ``EstimatorOptions`` or an ``estimate:`` mapping (None: defaults; see
+                :class:`~hydra_opt.dse.evaluators.HydraEvaluator`).
+            simulate_options: ``SimOptions`` or a ``simulate:`` mapping (None: defaults).
+            scenario: The run both evaluators describe: a ``hydra_opt.evaluate.Scenario`` or a ``scenario:``
+                mapping (``preset: paper`` allowed; None: the defaults).
+            sim_seed: Seed of every simulation (all designs see the same requests).
+            max_simulations: Cap on distinct simulated designs in the study (None: none).
+            evaluator: An evaluator to use instead of the real one (then the options are not used).
+            artifact_store: Optuna artifact store for simulated trials' artifacts, or None.
+            name: Name used in error messages.
+
+        Returns:
+            The objective.
+
+        Raises:
+            ConfigError: An invalid search space, objectives mapping, model or workload (located).
+            ValueError: Neither or both of (``model``, ``workload``) and ``pairs``; no search space; a pruner
+              that does not match the objectives.
+        """
+        if pairs is None:
+            if model is None or workload is None:
+                raise ValueError("give model and workload, or pairs")
+            pairs = ((model, workload),)
+        elif model is not None or workload is not None:
+            raise ValueError("give model and workload, or pairs, not both")
+        if search_space is None:
+            raise ValueError("search_space is required")
+        space = _as_search_space(search_space)
+        objective_spec = _as_objectives(objectives)
+        spec = StudySpec(
+            name=name, file=f"<{name}>", pairs=tuple(pairs),
+            space=space, objectives=objective_spec, pruner=_pruner_spec(pruner, objective_spec), n_trials=None,
+            max_simulations=max_simulations, artifact_dir=None, sim_seed=sim_seed,
+            estimate_options=estimate_options, simulate_options=simulate_options, scenario=scenario,
+        )
+        return cls(spec, evaluator, artifact_store=artifact_store)
+
+    @property
+    def directions(self) -> list[str]:
+        """Optimisation directions in objective order (``directions=`` of :func:`optuna.create_study`)."""
+        return list(self.spec.objectives.directions)
+
+    @property
+    def metric_names(self) -> list[str]:
+        """Display names with units (``["throughput [tok/s]", "TTFT [s]"]``; for ``study.set_metric_names``)."""
+        return list(self.spec.objectives.metric_names)
+
+    def _check_study(self, study: optuna.Study) -> None:
+        """Refuse a study with other directions; name the objectives of a study created outside the runner
+        (metric names, the ``hydra_opt_metrics`` attribute reports read), once per study."""
+        if len(study.directions) != len(self.metrics):
+            raise ValueError(f"the study has {len(study.directions)} direction(s); this objective returns "
+                             f"{len(self.metrics)} values {self.metrics}: create it with directions={self.directions}")
+        if study.study_name in self._labelled:
+            return
+        if not study.user_attrs.get("hydra_opt_metrics"):
+            study.set_user_attr("hydra_opt_metrics", list(self.metrics))
+            if study.metric_names is None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    study.set_metric_names(self.metric_names)
+        self._labelled.add(study.study_name)
+
+    def _promotion_pruner(self, study: optuna.Study) -> PromotionPruner | None:
+        """The study's pruner when it is a :class:`PromotionPruner`, else the objective's (None: promote all)."""
+        if isinstance(study.pruner, PromotionPruner):
+            return _checked_pruner(study.pruner, self.metrics)
+        return self.pruner if self.spec.pruner.enabled else None
 
     def _check_budget(self, trial: optuna.Trial) -> None:
         if self.budget is None or trial.number < self.budget:
@@ -98,6 +253,19 @@ class DseObjective:
             raise BudgetReached()
 
     def __call__(self, trial: optuna.Trial) -> Sequence[float]:
+        """Evaluate one trial.
+
+        Args:
+            trial: The trial (its study must have :attr:`directions`).
+
+        Returns:
+            The simulated objective values (COMPLETE).
+
+        Raises:
+            optuna.TrialPruned: The design is infeasible, not promoted, or its values are not finite.
+            ValueError: The study's directions do not match the objectives.
+        """
+        self._check_study(trial.study)
         self._check_budget(trial)
         spec = self.spec
         design_dict = spec.space.suggest(trial)
@@ -155,9 +323,9 @@ class DseObjective:
             decision = Promotion(True, str(planned))  # chosen by the simulation plan (hydra_opt.dse.callbacks.plan_callback)
         elif spec.plan == "calibrated":
             decision = Promotion(False, "deferred")  # the plan spends the simulations at the end of the study
-        elif spec.pruner.enabled:
+        elif (pruner := self._promotion_pruner(trial.study)) is not None:
             me = next(t for t in trials if t.number == trial.number)
-            decision = self.pruner.decide_among(trials, me, trial.study.directions)
+            decision = pruner.decide_among(trials, me, trial.study.directions)
         else:
             decision = Promotion(True, "all")
         if decision.promoted and spec.max_simulations is not None:
@@ -192,3 +360,45 @@ class DseObjective:
 def _finite(v: float) -> float | None:
     """JSON-safe value for user attributes (non-finite → None)."""
     return float(v) if v is not None and math.isfinite(v) else None
+
+
+# -- Python-object coercions of :meth:`DseObjective.from_objects` ---------------------------------------------------
+def _as_search_space(space: Any) -> SearchSpace:
+    """A :class:`SearchSpace` from itself, a mapping in the YAML schema, or a file."""
+    if isinstance(space, SearchSpace):
+        return space
+    if isinstance(space, Mapping):
+        return SearchSpace.from_dict(space)
+    if isinstance(space, (str, os.PathLike)):
+        return load_search_space(str(space))
+    raise TypeError(f"search_space must be a SearchSpace, a mapping or a path, not {type(space).__name__}")
+
+
+def _as_objectives(objectives: Any) -> ObjectiveSpec:
+    """An :class:`ObjectiveSpec` from itself, metric names, a mapping in the YAML schema, or a file."""
+    if isinstance(objectives, ObjectiveSpec):
+        return objectives
+    if isinstance(objectives, Mapping):
+        return parse_objectives(Node({"kind": "objective", **objectives}, file="<objectives>"))
+    if isinstance(objectives, (str, os.PathLike)):
+        return load_objectives(str(objectives))
+    names = list(objectives)
+    return parse_objectives(Node({"name": "+".join(map(str, names)), "objectives": names}, file="<objectives>"))
+
+
+def _pruner_spec(pruner: PromotionPruner | bool, objectives: ObjectiveSpec) -> PrunerSpec:
+    """The :class:`PrunerSpec` of a ``pruner=`` argument (checked against the objectives)."""
+    if isinstance(pruner, bool):
+        return PrunerSpec(enabled=pruner)
+    if not isinstance(pruner, PromotionPruner):
+        raise TypeError(f"pruner must be a PromotionPruner or a bool, not {type(pruner).__name__}")
+    _checked_pruner(pruner, [m.name for m in objectives.metrics])
+    return PrunerSpec(True, pruner.rule, pruner.k_ranks, pruner.epsilon, pruner.n_warmup_trials, pruner.min_estimates)
+
+
+def _checked_pruner(pruner: PromotionPruner, metrics: Sequence[str]) -> PromotionPruner:
+    """``pruner``, when it reads the estimates the objective writes (its metrics, prefix ``est_``)."""
+    if list(pruner.metrics) != list(metrics) or pruner.prefix != "est_":
+        raise ValueError(f"the PromotionPruner reads {list(pruner.metrics)} (prefix {pruner.prefix!r}); the "
+                         f"objectives are {list(metrics)} (prefix 'est_')")
+    return pruner

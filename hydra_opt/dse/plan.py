@@ -35,7 +35,7 @@ import numpy as np
 
 __all__ = ["PLANS", "design_features", "front_phase_size", "plan_next", "calibrated_values"]
 
-#: Simulation plans: ``greedy`` = promote as the pruner decides until the cap; ``calibrated`` (a study's ``auto``
+#: Simulation plans. ``greedy`` = promote as the pruner decides until the cap; ``calibrated`` (a study's ``auto``
 #: default picks calibrated when ``budget.max_simulations`` is set, else greedy).
 PLANS: tuple[str, ...] = ("greedy", "calibrated")
 

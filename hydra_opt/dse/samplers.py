@@ -40,6 +40,7 @@ __all__ = [
     "worker_seed",
     "constraints_from_user_attrs",
     "ConstraintRecordingSampler",
+    "WrappedSampler",
     "CONSTRAINTS_ATTR",
 ]
 
@@ -141,19 +142,24 @@ def constraints_from_user_attrs(trial: FrozenTrial) -> Sequence[float]:
     return tuple(float(c) for c in trial.user_attrs.get(CONSTRAINTS_ATTR, ()))
 
 
-class ConstraintRecordingSampler(BaseSampler):
-    """Wrap a sampler without ``constraints_func`` so finished trials still get the ``constraints`` system attr.
+class WrappedSampler(BaseSampler):
+    """A sampler that hands every call to ``inner``; subclasses override the calls they add to.
 
     Args:
         inner: The wrapped sampler.
-        constraints_func: Called on COMPLETE and PRUNED trials, as Optuna's own samplers do.
     """
 
-    def __init__(self, inner: BaseSampler, constraints_func: Callable[[FrozenTrial], Sequence[float]]) -> None:
+    def __init__(self, inner: BaseSampler) -> None:
         self._inner = inner
-        self._constraints_func = constraints_func
+
+    @property
+    def inner(self) -> BaseSampler:
+        """The wrapped sampler."""
+        return self._inner
 
     def __getattr__(self, name: str) -> Any:  # delegate anything else (e.g. GridSampler.is_exhausted)
+        if name == "_inner":  # not yet set (unpickling, copy): no recursion
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -170,13 +176,29 @@ class ConstraintRecordingSampler(BaseSampler):
 
     def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
         self._inner.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self._inner.reseed_rng()
+
+
+class ConstraintRecordingSampler(WrappedSampler):
+    """Wrap a sampler without ``constraints_func`` so finished trials still get the ``constraints`` system attr.
+
+    Args:
+        inner: The wrapped sampler.
+        constraints_func: Called on COMPLETE and PRUNED trials, as Optuna's own samplers do.
+    """
+
+    def __init__(self, inner: BaseSampler, constraints_func: Callable[[FrozenTrial], Sequence[float]]) -> None:
+        super().__init__(inner)
+        self._constraints_func = constraints_func
+
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
+        self._inner.after_trial(study, trial, state, values)
         # The same code path Optuna's constrained samplers use, so the dashboard sees identical attributes.
         from optuna.samplers._base import _process_constraints_after_trial
 
         _process_constraints_after_trial(self._constraints_func, study, trial, state)
-
-    def reseed_rng(self) -> None:
-        self._inner.reseed_rng()
 
 
 def worker_seed(seed: int, worker_index: int, n_existing_trials: int = 0) -> int:

@@ -302,6 +302,19 @@ class SearchSpace:
     description: str = ""
     encoding_explicit: bool = False
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, file: str = "<search_space>") -> SearchSpace:
+        """A search space from a mapping in the ``search_spaces/*.yaml`` schema (``kind`` may be omitted).
+
+        Args:
+            data: The mapping (``docs/dse.md``).
+            file: Name used in error messages.
+
+        Raises:
+            ConfigError: The mapping is invalid (the message names the key and what is allowed).
+        """
+        return parse_search_space(Node({"kind": "search_space", **data}, file=file))
+
     # -- sampling -------------------------------------------------------------------------------------------
     def suggest(self, trial: optuna.trial.BaseTrial) -> dict[str, Any]:
         """Draw one design dict from ``trial`` (composition first, then the scalar dimensions in file order)."""

@@ -60,7 +60,7 @@ class StudySpec:
     Attributes:
         name: Study name (the Optuna study name unless overridden).
         file: The study file.
-        pairs: (model, workload) names or paths.
+        pairs: (model, workload) names or paths, or ``Model``/``Workload`` objects (a spec built in Python).
         space: The search space.
         objectives: Objectives, aggregation and constraints.
         sampler: The sampler choice.
@@ -93,7 +93,7 @@ class StudySpec:
 
     name: str
     file: str
-    pairs: tuple[tuple[str, str], ...]
+    pairs: tuple[tuple[Any, Any], ...]
     space: SearchSpace
     objectives: ObjectiveSpec = DEFAULT_OBJECTIVES
     sampler: SamplerSpec = field(default_factory=SamplerSpec)
@@ -115,13 +115,14 @@ class StudySpec:
 
     @property
     def pair_keys(self) -> list[str]:
-        return [f"{m}/{w}" for m, w in self.pairs]
+        """``"model/workload"`` per pair (an object is named by its ``name``)."""
+        return [f"{_ref_label(m)}/{_ref_label(w)}" for m, w in self.pairs]
 
     def fingerprint(self) -> str:
         """Hash of what defines the study's trials (space, objectives, pairs, pruner); not budget or storage."""
         blob = json.dumps(
             {
-                "pairs": self.pairs,
+                "pairs": [(_ref_label(m), _ref_label(w)) for m, w in self.pairs],
                 "space": [self.space.composition.slots, [(p.name, p.values) for p in self.space.composition.parts],
                           [(d.name, list(map(repr, d.values))) for d in self.space.scalars], self.space.encoding,
                           sorted(self.space.package.items())],
@@ -134,7 +135,7 @@ class StudySpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def make_evaluator(self) -> Evaluator:
-        """The evaluator named by ``evaluator`` (default :class:`HydraEvaluator`)."""
+        """The evaluator named by ``evaluator`` (default :class:`~hydra_opt.dse.evaluators.HydraEvaluator`)."""
         if not self.evaluator:
             return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file,
                                   scenario=self.scenario, design_overrides=self.design_overrides)
@@ -155,6 +156,11 @@ class StudySpec:
             raise ConfigError("did not return an evaluator (design/load/feasibility/estimate/simulate)",
                               file=self.file, key="evaluator", value=self.evaluator)
         return evaluator
+
+
+def _ref_label(ref: Any) -> str:
+    """A model/workload reference as text: a name or path as given, an object by its ``name``."""
+    return ref if isinstance(ref, str) else str(getattr(ref, "name", ref))
 
 
 def design_key(design: Mapping[str, Any]) -> str:

@@ -7,21 +7,33 @@
 * ``journal:///path.log`` — Optuna's JournalStorage on a file (for NFS clusters without a database);
 * ``redis://host:port/db`` — JournalStorage on Redis.
 
-Journal storages have no heartbeat; stale trials are recovered with ``python -m hydra_opt recover``.
+Journal storages have no heartbeat in Optuna; hydra_opt writes its own (:mod:`hydra_opt.dse.fault`), and
+``python -m hydra_opt recover`` frees stale trials by hand. A journal file whose last record was torn by a crash
+is repaired on open (:func:`repair_journal_tail`), as a write-ahead log would be: the torn bytes are cut, and a
+backup copy of the file is kept.
+
+Every storage retries its operations through short outages (:mod:`hydra_opt.dse.storage_retry`;
+``StorageOptions.retry_s``). ``sqlite:///:memory:`` is refused: the study would vanish with the process.
 
 Every URL shown to a user goes through :func:`redact_url` (progress lines, errors, the dashboard command).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import sys
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import optuna
 
 from hydra_opt.config import ConfigError
+from hydra_opt.dse.storage_retry import enable_retries, is_transient, retrying_class
 
 __all__ = [
     "StorageOptions",
@@ -29,6 +41,7 @@ __all__ = [
     "redact_url",
     "is_rdb_url",
     "sqlite_url_for",
+    "repair_journal_tail",
     "SCHEMES",
 ]
 
@@ -74,18 +87,22 @@ def with_driver(url: str) -> str:
 _SCHEMA_RACE = ("already exists", "duplicate key", "Duplicate entry", "UNIQUE constraint failed", "(1050,")
 
 
-def _open_rdb(url: str, kwargs: dict) -> optuna.storages.RDBStorage:
-    """``RDBStorage(url, **kwargs)``, retried when another worker is creating the same fresh schema right now
-    (two machines starting together on an empty database; SQLAlchemy's create-if-absent is check-then-create)."""
+def _open_rdb(url: str, kwargs: dict, retry_s: float) -> optuna.storages.RDBStorage:
+    """``RDBStorage(url, **kwargs)``, retried (a) when another worker is creating the same fresh schema right now
+    (two machines starting together on an empty database; SQLAlchemy's create-if-absent is check-then-create) and
+    (b) through an outage for up to ``retry_s`` s — unless the very first attempt is refused, which is far likelier
+    a wrong host/port than an outage and is reported at once."""
     import random
-    import time
 
-    attempts = 12
-    for attempt in range(attempts):
+    deadline = time.monotonic() + retry_s
+    for attempt in range(10**6):
         try:
-            return optuna.storages.RDBStorage(url, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - re-raised unless it is the schema race
-            if attempt == attempts - 1 or not any(m in str(exc) for m in _SCHEMA_RACE):
+            return retrying_class(optuna.storages.RDBStorage)(url, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - re-raised unless the schema race or an outage
+            race = attempt < 11 and any(m in str(exc) for m in _SCHEMA_RACE)
+            outage = (is_transient(exc) and time.monotonic() < deadline
+                      and not (attempt == 0 and "refused" in str(exc).lower()))
+            if not (race or outage):
                 raise
             # The other process finishes (part of) the schema meanwhile; several may race table by table.
             time.sleep(min(2.0, 0.1 * (attempt + 1)) * (0.5 + random.random()))
@@ -113,6 +130,8 @@ class StorageOptions:
         heartbeat_interval_s: Heartbeat period of RUNNING trials on RDB storages, s (0 disables).
         grace_period_s: A RUNNING trial whose last heartbeat is older than this is failed, s.
         failed_trial_retries: How often a trial failed by a stale heartbeat is retried (None = unlimited).
+        retry_s: How long storage operations are retried through an outage (connection errors), s; then the
+            worker stops with one line (0 disables retries).
         sqlite_wal: Open SQLite files in write-ahead-log mode with ``synchronous=NORMAL`` (measured 2.6x faster
             per trial on this machine's disk; safe on local disks, not on network file systems — use a journal
             storage there).
@@ -123,6 +142,7 @@ class StorageOptions:
     grace_period_s: int = 120
     failed_trial_retries: int | None = 3
     sqlite_wal: bool = True
+    retry_s: float = 60.0
 
 
 def _scheme(url: str) -> str:
@@ -154,7 +174,49 @@ def check_url(url: str, *, file: str | None = None, key: str | None = "storage")
         )
     if scheme == "sqlite" and url.rstrip("/") in ("sqlite:", "sqlite:/", "sqlite://"):
         raise ConfigError("names no database file (use sqlite:///path.db)", file=file, key=key, value=url)
+    if scheme == "sqlite" and ":memory:" in url or "mode=memory" in url:
+        raise ConfigError("is an in-memory database: the study would be lost when the process exits, and worker "
+                          "processes could not share it (use sqlite:///path.db)", file=file, key=key, value=url)
     return url
+
+
+def repair_journal_tail(path: str | Path, *, lock: Any = None) -> Path | None:
+    """Cut a torn last record off a journal file (a crash while appending); returns the backup copy, or None.
+
+    Optuna appends one JSON record per line, under the journal's lock, and skips a last line without its newline
+    when reading — but the next append lands after it and corrupts the file for good. Under the same lock (so no
+    live writer is mid-record), a last line without its newline can only be a dead writer's: the file is copied
+    to ``<file>.torn-<UTC time>.bak`` and truncated to its last complete record, and one warning line says so.
+    """
+    from optuna.storages.journal._file import get_lock_file
+
+    p = Path(path)
+    if not p.is_file() or p.stat().st_size == 0:
+        return None
+    lock = lock or optuna.storages.journal.JournalFileSymlinkLock(str(p))
+    with get_lock_file(lock), open(p, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        end = size
+        while end > 0:  # find the last newline, reading backwards in 64 KiB blocks
+            start = max(0, end - 65536)
+            f.seek(start)
+            block = f.read(end - start)
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                end = start + nl + 1
+                break
+            end = start
+        if end == size:
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        backup = p.with_name(f"{p.name}.torn-{stamp}-{os.getpid()}.bak")
+        shutil.copy2(p, backup)
+        f.truncate(end)
+        f.flush()
+        os.fsync(f.fileno())
+    print(f"hydra_opt: warning: journal {p}: its last record was torn ({size - end} bytes without an end of line, "
+          f"a crash while writing); cut it off, the original is kept as {backup}", file=sys.stderr, flush=True)
+    return backup
 
 
 def _sqlite_wal(storage: optuna.storages.RDBStorage) -> None:
@@ -177,17 +239,23 @@ def make_storage(url: str, options: StorageOptions | None = None) -> optuna.stor
     check_url(url)
     scheme = _scheme(url)
     try:
+        label = redact_url(url)
         if scheme == "journal":
             path = url.split("://", 1)[1]  # journal:///abs/file.log → /abs/file.log; journal://rel.log → rel.log
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             backend = optuna.storages.journal.JournalFileBackend(path)
-            return optuna.storages.JournalStorage(backend)
+            repair_journal_tail(path, lock=backend._lock)
+            return enable_retries(retrying_class(optuna.storages.JournalStorage)(backend), opts.retry_s, label)
         if scheme in ("redis", "rediss"):
-            return optuna.storages.JournalStorage(optuna.storages.journal.JournalRedisBackend(url))
+            with warnings.catch_warnings():  # "JournalRedisBackend is experimental": noise on every open
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                backend = optuna.storages.journal.JournalRedisBackend(url)
+                storage = retrying_class(optuna.storages.JournalStorage)(backend)
+            return enable_retries(storage, opts.retry_s, label, lambda t: scrub_secret(t, url))
         engine_kwargs: dict = {}
         if scheme == "sqlite":
             db = url.split(":///", 1)[1] if ":///" in url else ""
-            if db and db != ":memory:":
+            if db:
                 Path(db).parent.mkdir(parents=True, exist_ok=True)
             engine_kwargs = {"connect_args": {"timeout": opts.sqlite_timeout_s}}
         else:
@@ -203,10 +271,10 @@ def make_storage(url: str, options: StorageOptions | None = None) -> optuna.stor
                         max_retry=opts.failed_trial_retries
                     ),
                 )
-            storage = _open_rdb(with_driver(url), kwargs)
-        if scheme == "sqlite" and opts.sqlite_wal and ":memory:" not in url:
+            storage = _open_rdb(with_driver(url), kwargs, opts.retry_s)
+        if scheme == "sqlite" and opts.sqlite_wal:
             _sqlite_wal(storage)
-        return storage
+        return enable_retries(storage, opts.retry_s, label, lambda t: scrub_secret(t, url))
     except ConfigError:
         raise
     except ImportError as exc:

@@ -9,6 +9,7 @@ import hashlib
 import math
 import os
 import pickle
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ __all__ = [
     "disk_cached",
     "SIM_CACHE_ENV",
     "score",
+    "finite_mean",
     "geomean",
     "clear_cache",
     "bar_chart",
@@ -214,6 +216,12 @@ def score(throughput_tok_s: float, ttft_s: float, objective: str) -> float:
     if not (ttft_s > 0 and math.isfinite(ttft_s)):
         return math.nan
     return float(throughput_tok_s) / float(ttft_s)
+
+
+def finite_mean(values) -> float:
+    """Arithmetic mean of the finite values (NaN if none)."""
+    vals = [v for v in values if math.isfinite(v)]
+    return statistics.fmean(vals) if vals else math.nan
 
 
 def geomean(values) -> float:

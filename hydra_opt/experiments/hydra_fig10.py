@@ -10,7 +10,6 @@ dataset × objective (METHODS §2g).
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from hydra_opt.experiments._hydra_sims import (
     sim_options,
     safe_ratio,
     finite_extreme,
+    finite_mean as _mean,
     hbm_port_util,
     simulate_cached,
 )
@@ -42,11 +42,6 @@ PAPER = {
     "cp_random_bstar": (1.04, 1.80),  # "Compared with random placement, CP improves TP/TTFT by 1.04×–1.80×"
     "cp_random_mt": (1.07, 1.22),  # "... and throughput by 1.07×–1.22×"
 }
-
-
-def _mean(vals: list[float]) -> float:
-    vals = [v for v in vals if math.isfinite(v)]
-    return statistics.fmean(vals) if vals else math.nan
 
 
 def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None = None,

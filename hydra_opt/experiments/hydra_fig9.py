@@ -10,7 +10,6 @@ post-scaled (×1.2 throughput, ×0.56 TTFT in most B* rows; METHODS §2g), ours 
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from hydra_opt.experiments._hydra_sims import (
     sim_options,
     safe_ratio,
     finite_extreme,
+    finite_mean as _mean,
     hbm_port_util,
     simulate_cached,
 )
@@ -47,11 +47,6 @@ PAPER = {
     "db_ttft_lower_pct": 23.0,  # "... while reducing TTFT by 23 % on average"
 }
 VARIANTS = ("RR", "CP", "CP+ET", "CP+ET+DB")
-
-
-def _mean(vals) -> float:
-    vals = [v for v in vals if math.isfinite(v)]
-    return statistics.fmean(vals) if vals else math.nan
 
 
 def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None = None,

@@ -9,8 +9,9 @@ Formats (detected from the header / first character, or forced with ``format=``)
   LLM inference traces 2023;
 * ``mooncake``: JSON lines with ``timestamp`` (ms), ``input_length``, ``output_length`` (``hash_ids`` ignored).
 
-Token counts must be non-negative integers; timestamps non-negative numbers (Azure: relative to the first row).
-Every problem raises :class:`~hydra_opt.config.ConfigError` naming the file, the line and the column.
+Token counts must be non-negative integers; timestamps non-negative numbers of at most :data:`MAX_TIMESTAMP_S`
+seconds, non-decreasing in file order (Azure: relative to the first row). Fields longer than
+:data:`MAX_FIELD_CHARS` and JSON nested deeper than :data:`MAX_JSON_DEPTH` are refused. Every problem raises :class:`~hydra_opt.config.ConfigError` naming the file, the line and the column.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -34,6 +37,13 @@ __all__ = ["Trace", "load_trace", "TRACE_FORMATS"]
 TRACE_FORMATS: tuple[str, ...] = ("auto", "vidur", "azure", "mooncake")
 #: Largest trace file accepted (a mistaken path to a huge file is likelier than a 1 GB trace).
 MAX_TRACE_BYTES = 512 * 1024 * 1024
+
+#: Largest timestamp, s (over 300 years: beyond it the column is not a timestamp; 1e308 would overflow rates).
+MAX_TIMESTAMP_S = 1e10
+#: Longest CSV field or JSON line, characters (Python's csv module refuses fields over 128 KiB).
+MAX_FIELD_CHARS = 128 * 1024
+#: Deepest JSON nesting of a record ([[[...]]] of 100k levels overflows json's recursive decoder).
+MAX_JSON_DEPTH = 32
 
 _COLUMNS = {
     "vidur": ("num_prefill_tokens", "num_decode_tokens"),
@@ -116,7 +126,19 @@ def _seconds(path: str, line: int, column: str, text: object, scale: float = 1.0
         raise _err(path, line, column, text, "is not a number (timestamp)") from None
     if isinstance(text, bool) or not math.isfinite(v) or v < 0:
         raise _err(path, line, column, text, "is not a finite non-negative timestamp")
+    if v * scale > MAX_TIMESTAMP_S:
+        raise _err(path, line, column, text, f"is beyond {MAX_TIMESTAMP_S:g} s; not a timestamp")
     return v * scale
+
+
+def _check_order(path: str, column: str, times: list[float], lines: list[int]) -> None:
+    """Timestamps must not go back in file order (a shuffled or concatenated trace would be re-timed silently)."""
+    t = np.asarray(times, dtype=np.float64)
+    back = np.flatnonzero(np.diff(t) < 0)
+    if back.size:
+        i = int(back[0]) + 1
+        raise _err(path, lines[i], column, times[i],
+                   f"is earlier than the previous request's ({times[i - 1]:g} s); timestamps must be non-decreasing")
 
 
 def _azure_time(path: str, line: int, text: str) -> float:
@@ -143,12 +165,26 @@ def _azure_times(path: str, stamps: list[str]) -> list[float]:
     return ((t - t.min()).astype(np.int64) * 1e-6).tolist()
 
 
+def _rows(reader: Any, name: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, row)`` of a CSV reader; an over-long field is a located error, not a ``csv.Error``."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            problem = (f"has a field longer than {MAX_FIELD_CHARS} characters" if "field limit" in str(exc)
+                       else f"is not a CSV row ({str(exc)[:80]})")
+            raise _err(name, reader.line_num, None, None, problem) from None
+        yield reader.line_num, row
+
+
 def _load_csv(text: str, name: str, fmt: str) -> Trace:
     reader = csv.reader(io.StringIO(text))
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:  # pragma: no cover - empty handled earlier
-        raise ConfigError("is empty", file=name) from None
+    first = next(_rows(reader, name), None)
+    if first is None:  # pragma: no cover - empty handled earlier
+        raise ConfigError("is empty", file=name)
+    header = [h.strip() for h in first[1]]
     if fmt == "auto":
         fmt = "azure" if "ContextTokens" in header else "vidur"
     need = _COLUMNS[fmt]
@@ -162,12 +198,14 @@ def _load_csv(text: str, name: str, fmt: str) -> Trace:
     times: list[float] = []
     stamps: list[str] = []
     width = max(idx + ([t_idx] if t_idx is not None else [])) + 1
-    for lineno, row in enumerate(reader, start=2):
+    lines: list[int] = []
+    for lineno, row in _rows(reader, name):
         if not row or all(not c.strip() for c in row):
             continue
         if len(row) < width:
             missing = header[len(row)] if len(row) < len(header) else need[-1]
             raise _err(name, lineno, missing, None, f"is missing: the row has {len(row)} of {len(header)} columns")
+        lines.append(lineno)
         if fmt == "azure":
             stamps.append(row[idx[0]].strip())
             prompts.append(_token(name, lineno, need[1], row[idx[1]]))
@@ -181,6 +219,8 @@ def _load_csv(text: str, name: str, fmt: str) -> Trace:
         raise ConfigError("has a header but no rows", file=name)
     if stamps:
         times = _azure_times(name, stamps)
+    if times:
+        _check_order(name, "TIMESTAMP" if stamps else "arrived_at", times, lines)
     arrival = None
     if times:
         t = np.asarray(times, dtype=np.float64)
@@ -188,17 +228,32 @@ def _load_csv(text: str, name: str, fmt: str) -> Trace:
     return Trace(name, fmt, np.asarray(prompts, np.int64), np.asarray(outputs, np.int64), arrival)
 
 
+def _json_record(name: str, lineno: int, line: str) -> Any:
+    """One JSON line, refused before decoding when too long or too deeply nested (json recurses per level)."""
+    if len(line) > MAX_FIELD_CHARS:
+        raise _err(name, lineno, None, None, f"is longer than {MAX_FIELD_CHARS} characters; not a trace record")
+    depth = 0
+    for ch in line:  # brackets inside strings count too: an over-estimate, harmless for real records
+        depth += (ch in "[{") - (ch in "]}")
+        if depth > MAX_JSON_DEPTH:
+            raise _err(name, lineno, None, None, f"is nested deeper than {MAX_JSON_DEPTH} levels; not a trace record")
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise _err(name, lineno, None, line[:40], f"is not valid JSON ({exc.msg}, column {exc.colno})") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise _err(name, lineno, None, line[:40], f"is not a trace record ({str(exc)[:80]})") from None
+
+
 def _load_jsonl(text: str, name: str) -> Trace:
     prompts: list[int] = []
     outputs: list[int] = []
     times: list[float] = []
+    lines: list[int] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise _err(name, lineno, None, line[:40], f"is not valid JSON ({exc.msg}, column {exc.colno})") from None
+        rec = _json_record(name, lineno, line)
         if not isinstance(rec, dict):
             raise _err(name, lineno, None, line[:40], "is not a JSON object")
         for col in _COLUMNS["mooncake"]:
@@ -210,8 +265,10 @@ def _load_jsonl(text: str, name: str) -> Trace:
             if isinstance(v, bool) or not isinstance(v, (int, float, str)):
                 raise _err(name, lineno, col, v, "is not an integer token count")
             out.append(_token(name, lineno, col, str(v)))
+        lines.append(lineno)
     if not prompts:
         raise ConfigError("has no JSON records", file=name)
+    _check_order(name, "timestamp", times, lines)
     t = np.asarray(times, dtype=np.float64)
     return Trace(name, "mooncake", np.asarray(prompts, np.int64), np.asarray(outputs, np.int64), t - t.min())
 

@@ -1,13 +1,15 @@
 """DynaCore: shape-adaptive output-stationary cores, their baselines and per-batch configuration search.
 
-See ``docs/dynacore.md``. Layers: :mod:`.precision` (datapaths, policies, accuracy cost), :mod:`.energy`
+See ``docs/dynacore.md``. Layers: :mod:`.precision` (datapaths, policies, measured accuracy drops), :mod:`.energy`
 (28 nm constants), :mod:`.core` (MEUs, cycle/traffic model), :mod:`.packing` (pyramid packing), :mod:`.search`
 (Alg. 1 + lookup table), :mod:`.architectures` (DynaCore and baselines), :mod:`.model_cost` (model-level
-prefill/decode), :mod:`.chiplet` (the HYDRA chiplet form).
+prefill/decode), :mod:`.chiplet` (the HYDRA chiplet form), :mod:`.accuracy` (accuracy cost of a precision pair and
+of a design), :mod:`.checks` (the paper's worked numbers and the Fig. 11 sweep, behind ``dynacore check/sweep``).
 """
 
 from __future__ import annotations
 
+from hydra_opt.hardware.dynacore.accuracy import design_accuracy_cost, pair_accuracy_cost
 from hydra_opt.hardware.dynacore.architectures import (
     ARCHITECTURES,
     FIG11_ARCHITECTURES,
@@ -113,6 +115,8 @@ __all__ = [
     "Datapath",
     "PrecisionPolicy",
     "accuracy_drop_pct",
+    "design_accuracy_cost",
+    "pair_accuracy_cost",
     "get_datapath",
     "get_policy",
     "DEFAULT_LAMBDA_S_PER_J",
