@@ -126,7 +126,17 @@ class HydraEvaluator:
                                                                    key="design_overrides.")
 
     def load(self, model: Any, workload: Any) -> tuple[Any, Any]:
-        """Load a (model, workload) pair: names or paths, or objects a Python caller built."""
+        """Load a (model, workload) pair: names or paths are read (once), ``Model``/``Workload`` objects pass."""
+        from hydra_opt.workload.models import load_model
+        from hydra_opt.workload.workload import load_workload
+
+        if not isinstance(model, (str, os.PathLike)) or not isinstance(workload, (str, os.PathLike)):
+            m = load_model(model) if isinstance(model, (str, os.PathLike)) else model
+            return m, load_workload(workload) if isinstance(workload, (str, os.PathLike)) else workload
+        key = (str(model), str(workload))
+        if key not in self._cache:
+            self._cache[key] = (load_model(model), load_workload(workload))
+        return self._cache[key]
 
     def feasibility(self, design: Any, model: Any) -> list[str]:
         from hydra_opt.system.feasibility import feasibility
