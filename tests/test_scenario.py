@@ -152,6 +152,14 @@ def test_scenario_block_errors_are_located() -> None:
         Scenario(window="forever")
 
 
+@pytest.mark.parametrize("case", ["scenario_unknown_key", "scenario_disagrees", "simulate_unknown_option"])
+def test_validate_checks_the_run_description(case: str, capsys) -> None:
+    path = ROOT / "tests" / "fixtures" / "hostile" / f"{case}.yaml"
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{case}.yaml" in err[0]
+
+
 def test_materialise_is_what_every_consumer_prices() -> None:
     from hydra_opt.hardware.chiplets import ChipletLibrary
     from hydra_opt.system.materialise import materialise

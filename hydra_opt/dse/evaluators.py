@@ -225,9 +225,9 @@ def resolve_run(scenario: Any, simulate: Mapping[str, Any] | None, estimate: Map
             elif k in fields[block]:
                 knobs[block][k] = v
             else:
-                allowed = sorted(fields[block] | set(SCENARIO_KEYS) | {"preset"})
-                raise ConfigError(f"is not a known option; allowed: {', '.join(allowed)}", file=file,
-                                  key=f"{block}.{k}")
+                what = "SimOptions" if block == "simulate" else "EstimatorOptions"
+                raise ConfigError(f"is not a known option; {what}: {', '.join(sorted(fields[block]))} (run settings "
+                                  "belong in scenario:)", file=file, key=f"{block}.{k}")
     if isinstance(scenario, Scenario) and scn == {f.name: getattr(scenario, f.name) for f in dataclasses.fields(Scenario)}:
         run = scenario
     else:

@@ -236,6 +236,10 @@ def parse_study_spec(root: Node) -> StudySpec:
          "objectives", "sampler", "pruner", "budget", "storage", "artifacts", "seed", "estimate", "simulate",
          "scenario", "design_overrides", "evaluator"]
     )
+    if not evaluator:  # the real evaluator's run description: checked here, so `validate` reports it too
+        from hydra_opt.dse.evaluators import resolve_run
+
+        resolve_run(scenario, sim_opts or None, est_opts, overrides, file=root.file)
     return StudySpec(
         name=name, file=root.file, pairs=tuple(pairs), space=space, objectives=objectives, sampler=sampler,
         pruner=pruner, **budget, storage=storage, artifact_dir=artifact_dir,
