@@ -4,8 +4,8 @@ Two phases, both with hydra_opt's own estimator and simulator:
 
 1. ``--phase exhaustive``: simulate every design of a documented sub-space (default: ``search_spaces/quickstart.yaml``,
    450 designs of the Llama-3 Table III space: HBM 4-12 even, D2D 256/512 GB/s, batch 4/8/16) on one (model,
-   workload) pair; the table goes to ``benchmarks/results/dse_exhaustive_<model>_<workload>.csv``. Each simulation
-   is appended to ``dse_exhaustive_<model>_<workload>.partial.jsonl``; re-running the same command on the same code
+   workload) pair; the table goes to ``benchmarks/results/dse_exhaustive_<model>_<workload>.csv``. The simulations
+   are an Optuna sweep study in ``dse_exhaustive_<model>_<workload>.partial.db``; re-running the same command on the same code
    resumes from it (the file is removed when the table is written).
 2. ``--phase search``: with a budget of ``--sim-frac`` (default 2 %) of the space simulated, run
    * ``screen``: the HYDRA method — estimate every design (vectorised), simulate the designs nearest the
@@ -73,9 +73,11 @@ def _tag(args) -> str:
 
 
 def exhaustive(args) -> None:
-    """Estimate and simulate every design with ``run_exhaustive``, which appends each simulation to a JSON-lines
-    checkpoint (``dse_exhaustive_<tag>.partial.jsonl``) so an interrupted sweep resumes where it stopped (same
-    code, same sub-space: the checkpoint header records both and the file is discarded when either differs)."""
+    """Estimate and simulate every design with ``run_exhaustive``: the simulations are an Optuna sweep study in
+    ``dse_exhaustive_<tag>.partial.db`` (SQLite), so an interrupted sweep resumes where it stopped (same code, same
+    sub-space: both are in the study name, so another code version starts a sweep of its own)."""
+    import hashlib
+
     from hydra_opt.dse.evaluators import HydraEvaluator
     from hydra_opt.dse.exhaustive import run_exhaustive
     from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
@@ -85,22 +87,23 @@ def exhaustive(args) -> None:
     designs = list(space.enumerate())
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"dse_exhaustive_{_tag(args)}.csv"
-    ckpt = out.with_suffix(".partial.jsonl")
+    db = out.with_suffix(".partial.db")
     header = {"space": args.space, "code": _version(), "workload": args.workload, "model": args.model}
+    name = "exhaustive-" + hashlib.sha256(json.dumps(header, sort_keys=True).encode()).hexdigest()[:16]
 
     def progress(stage: str, done: int, total: int) -> None:
         if stage == "simulate" and (done % 10 == 0 or done == total):
             print(f"simulate: {done}/{total}", flush=True)
 
     res = run_exhaustive(designs, _pairs(args), DEFAULT_OBJECTIVES, HydraEvaluator(), simulate="all",
-                         processes=args.processes, progress=progress, checkpoint=ckpt, checkpoint_header=header)
+                         workers=args.processes, progress=progress, storage=f"sqlite:///{db}", study_name=name)
     df = res.frame()
     df["design_json"] = [json.dumps(d, sort_keys=True) for d in designs]
     df.to_csv(out, index=False)
     meta = {"space": args.space, "designs": len(designs), "feasible": int(res.feasible.sum()), "code": header["code"],
             "est_wall_s": res.est_wall_s, "sim_wall_s": res.sim_wall_s, "processes": args.processes}
     out.with_suffix(".json").write_text(json.dumps(meta, indent=1))
-    ckpt.unlink()
+    db.unlink()
     print(f"wrote {out}: {meta}")
 
 
@@ -122,6 +125,7 @@ def search(args) -> None:
     from hydra_opt.dse.exhaustive import recovery, run_exhaustive
     from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
     from hydra_opt.dse.search_space import load_search_space
+    from hydra_opt.dse.objective import trial_design
     from hydra_opt.dse.study import RunOptions, load_study_spec, run_study
 
     df, meta = _load_exhaustive(args)
@@ -173,7 +177,7 @@ def search(args) -> None:
                 done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
                 # Judge the designs a method found by the exhaustive table's simulation of them, so every method
                 # is scored on the same reference numbers (the simulator may change between the two phases).
-                keys = {json.dumps(t.user_attrs["design"], sort_keys=True) for t in done}
+                keys = {json.dumps(trial_design(t), sort_keys=True) for t in done}
                 found = np.array([by_key[k] for k in keys], dtype=float).reshape(-1, 2)
                 own = np.array([t.values for t in done if t.values], dtype=float).reshape(-1, 2)
                 sims = len({t.user_attrs.get("design_key") for t in done})
@@ -192,7 +196,7 @@ def search(args) -> None:
         f"# DSE recovery: {args.model} on {Path(args.workload).stem.removeprefix('dse_workload_')}",
         "",
         f"Sub-space `{args.space}`: {meta['designs']} designs ({meta['feasible']} feasible), exhaustively simulated "
-        f"with hydra_opt's simulator in {meta['sim_wall_s']:.0f} s wall ({meta['processes']} process(es)); "
+        f"with hydra_opt's simulator in {meta['sim_wall_s']:.0f} s of simulation wall time summed over {meta['processes']} process(es); "
         f"exhaustive front: {rec.get('front_size')} designs, best throughput {ref[:, 0].max():.1f} tok/s.",
         f"Each method's designs are scored with the exhaustive table's simulated values (exhaustive code "
         f"{meta.get('code', 'unknown')}, search code {_version()}).",

@@ -6,7 +6,10 @@ from the environment of the worker process:
 * ``HYDRA_OPT_TEST_SIM_S``: seconds each simulation sleeps (a "slowed simulation");
 * ``HYDRA_OPT_TEST_HANG_DIR``: when set, the first simulation of the first process to claim ``<dir>/claimed``
   writes ``<dir>/<pid>.hang`` (so a test knows that worker is inside a simulation) and then sleeps for 10 minutes,
-  to be killed or interrupted there.
+  to be killed or interrupted there; with ``HYDRA_OPT_TEST_HANG_AFTER=N`` that process first completes N
+  simulations;
+* ``HYDRA_OPT_TEST_SIM_LOG``: a file to which every simulation appends ``<pid> <design_key>`` when it starts (one
+  ``O_APPEND`` write, so concurrent workers' lines never interleave).
 """
 
 from __future__ import annotations
@@ -30,9 +33,19 @@ class SlowFakeEvaluator(FakeEvaluator):
         super().__init__(spec)
         self.sim_delay_s = float(os.environ.get("HYDRA_OPT_TEST_SIM_S", "0"))
         self.hang_dir = os.environ.get("HYDRA_OPT_TEST_HANG_DIR")
+        self.hang_after = int(os.environ.get("HYDRA_OPT_TEST_HANG_AFTER", "0"))
+        self.sim_log = os.environ.get("HYDRA_OPT_TEST_SIM_LOG")
 
     def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> Any:
-        if self.hang_dir:
+        if self.sim_log:
+            from hydra_opt.dse.search_space import design_key
+
+            fd = os.open(self.sim_log, os.O_CREAT | os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, f"{os.getpid()} {design_key(design)}\n".encode())
+            finally:
+                os.close(fd)
+        if self.hang_dir and self.n_simulated >= self.hang_after:
             d, self.hang_dir = self.hang_dir, None
             try:  # only the first process to get here hangs (the others keep working)
                 os.close(os.open(Path(d, "claimed"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))

@@ -116,11 +116,13 @@ def test_shipped_configs_validate(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(out) == len(files) and all(line.startswith("ok: ") for line in out)
 
 
-def test_first_error_stops(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_file_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad file does not hide the files after it (issue 19): one line each, exit 2 if any is bad."""
     good = str(ROOT / "hydra_opt" / "data" / "memory" / "hbm3.yaml")
-    rc = main(["validate", good, str(BAD / "design_empty.yaml"), good])
+    rc = main(["validate", good, str(BAD / "design_empty.yaml"), good, str(BAD / "design_empty.yaml")])
     captured = capsys.readouterr()
-    assert rc == 2 and captured.out.count("ok: ") == 1
+    assert rc == 2 and captured.out.count("ok: ") == 2
+    assert captured.err.count("hydra_opt: error: ") == 2 and captured.err.count("\n") == 2
 
 
 def test_kind_registry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

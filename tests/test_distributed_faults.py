@@ -28,11 +28,15 @@ def retried_number(t: optuna.trial.FrozenTrial) -> int | None:
         return optuna.storages.RetryHeartbeatStaleTrialCallback.retried_trial_number(t)
 
 
-def start_hanging(args: list[str], hang_dir: Path) -> subprocess.Popen[str]:
-    """Start the run CLI whose first simulation hangs; return once a worker is inside that simulation."""
+def start_hanging(args: list[str], hang_dir: Path, sigint: object = signal.SIG_DFL) -> subprocess.Popen[str]:
+    """Start the run CLI whose first simulation hangs; return once a worker is inside that simulation.
+
+    The child starts with SIGINT set to ``sigint``: SIG_DFL by default, so the tests work when pytest itself runs
+    in the background (a shell starts background jobs with SIGINT ignored, and children inherit that)."""
     hang_dir.mkdir(exist_ok=True)
     proc = subprocess.Popen([sys.executable, "-m", "hydra_opt.run", *args], env=cli_env(HYDRA_OPT_TEST_HANG_DIR=str(hang_dir)),
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     deadline = time.monotonic() + 120
     while not list(hang_dir.glob("*.hang")):
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -102,13 +106,19 @@ def test_surviving_worker_recovers_a_killed_one(tmp_path: Path) -> None:
     assert_killed_trial_retried(load(url, name), 8)
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])
-def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path: Path, workers: str) -> None:
+@pytest.mark.parametrize("workers,inherited", [("1", signal.SIG_DFL), ("2", signal.SIG_DFL), ("1", signal.SIG_IGN),
+                                               ("2", signal.SIG_IGN)], ids=["1", "2", "1-ignored", "2-ignored"])
+def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path: Path, workers: str, inherited: object) -> None:
+    """Also when the CLI inherits SIGINT ignored (started from a background job): it restores the default."""
     url = f"sqlite:///{tmp_path / 'int.db'}"
     args = [str(write_study(tmp_path, n_trials=5, pruner="none")), "--storage", url, "--quiet", "--workers", workers]
-    proc = start_hanging(args, tmp_path / "hang")
+    proc = start_hanging(args, tmp_path / "hang", sigint=inherited)
     proc.send_signal(signal.SIGINT)  # to the launching process only (a terminal's Ctrl-C reaches all of them)
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the CLI ignored SIGINT")
     assert proc.returncode == 130, (proc.returncode, err[-2000:])
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "hydra_opt: interrupted", err[-2000:]
     trials = load(url, "dist")

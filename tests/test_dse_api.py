@@ -15,6 +15,7 @@ from optuna.trial import TrialState
 
 from dse_fakes import FakeEvaluator
 from hydra_opt.config import ConfigError
+from hydra_opt.dse.objective import trial_design
 from hydra_opt.dse.report import front_rows
 from hydra_opt.dse import (
     METRICS,
@@ -53,7 +54,7 @@ def _optimize(objective: DseObjective, n: int, *, seed: int = 3, **study_kw) -> 
 
 
 def _rows(study: optuna.Study) -> list[tuple]:
-    return [(t.state, t.values, t.user_attrs.get("promotion"), t.user_attrs.get("design")) for t in study.trials]
+    return [(t.state, t.values, t.user_attrs.get("promotion"), trial_design(t)) for t in study.trials]
 
 
 def test_from_objects_gives_the_trials_of_the_same_study_file(tmp_path: Path) -> None:
@@ -139,7 +140,7 @@ def test_search_space_in_python_three_ways_draws_the_same_designs(tmp_path: Path
     designs = []
     for space in (built, nokind, path):
         study = _optimize(_objective(search_space=space), 12)
-        designs.append([t.user_attrs["design"] for t in study.trials])
+        designs.append([trial_design(t) for t in study.trials])
     assert designs[0] == designs[1] == designs[2]
     with pytest.raises(ConfigError, match="slots"):
         SearchSpace.from_dict({**SPACE, "slots": 1})

@@ -119,9 +119,9 @@ def test_exhaustive_tables_and_recovery() -> None:
     assert len(picked) == k and (set(picked) <= front or front <= set(picked))
 
 
-def test_exhaustive_checkpoint_resumes(tmp_path) -> None:
-    """An interrupted exhaustive sweep resumes from its checkpoint: same table, only the missing designs simulated;
-    a checkpoint of another setup (header differs) is discarded; a cut last line is re-simulated."""
+def test_exhaustive_sweep_resumes_from_its_storage(tmp_path) -> None:
+    """An interrupted exhaustive sweep resumes from its Optuna storage: same table, only the designs not simulated
+    before are simulated; a sweep of another setup (another simulation seed) is a study of its own."""
     from dse_fakes import FakeEvaluator
 
     from hydra_opt.dse.exhaustive import run_exhaustive
@@ -141,20 +141,17 @@ def test_exhaustive_checkpoint_resumes(tmp_path) -> None:
                 raise KeyboardInterrupt
             return super().simulate(*a, **k)
 
-    ck = tmp_path / "ck.jsonl"
+    url = f"sqlite:///{tmp_path / 'sweep.db'}"
     with pytest.raises(KeyboardInterrupt):
-        run_exhaustive(designs, [("m", "w")], spec, Interrupted(), simulate="all", checkpoint=ck,
-                       checkpoint_header={"code": "v1"})
-    assert len(ck.read_text().splitlines()) == 1 + 7
-    ck.write_text(ck.read_text()[:-20])  # a write cut by the interruption
+        run_exhaustive(designs, [("m", "w")], spec, Interrupted(), simulate="all", storage=url)
     ev = FakeEvaluator()
-    res = run_exhaustive(designs, [("m", "w")], spec, ev, simulate="all", checkpoint=ck,
-                         checkpoint_header={"code": "v1"})
-    assert ev.n_simulated == n_feas - 6
+    res = run_exhaustive(designs, [("m", "w")], spec, ev, simulate="all", storage=url)
+    assert ev.n_simulated == n_feas - 7
     for m in full.sim:
         np.testing.assert_array_equal(res.sim[m], full.sim[m])
-    assert len(ck.read_text().splitlines()) == 1 + n_feas
-    # Another code version: the checkpoint is not trusted.
+    ev_again = FakeEvaluator()
+    run_exhaustive(designs, [("m", "w")], spec, ev_again, simulate="all", storage=url)
+    assert ev_again.n_simulated == 0  # complete: nothing left to simulate
     ev2 = FakeEvaluator()
-    run_exhaustive(designs, [("m", "w")], spec, ev2, simulate="all", checkpoint=ck, checkpoint_header={"code": "v2"})
+    run_exhaustive(designs, [("m", "w")], spec, ev2, simulate="all", storage=url, sim_seed=1)
     assert ev2.n_simulated == n_feas

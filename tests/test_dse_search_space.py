@@ -147,7 +147,7 @@ def test_policy_and_dynacore_dimensions() -> None:
         seen.add(dyn["meu_policy"])
     assert seen == {"adaptive", "fixed"}
     space = load_search_space(SPACES / "nemotron_h_policies.yaml")
-    assert space.size() == 174720 * 3 * 2 * 4
+    assert space.size() == 174720 * 3 * 3 * 4  # placement x batching (static, continuous, chunked) x scheduler
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from hydra_opt.dse.objective import trial_design
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.report import front_rows, hypervolume_2d, select_bstar_mt, write_report, export_design
 from hydra_opt.dse.samplers import worker_seed
@@ -73,13 +74,20 @@ def test_trials_are_estimated_promoted_and_simulated(tmp_path: Path) -> None:
     assert complete and pruned, "the pruner must both promote and prune on this space"
     for t in complete:
         assert t.values == [t.user_attrs["sim_throughput_tok_s"], t.user_attrs["sim_ttft_s"]]
-        assert "est_throughput_tok_s" in t.user_attrs and t.user_attrs["promotion"] in ("warmup", "rank", "epsilon") or "duplicate_of" in t.user_attrs
+        assert "est_throughput_tok_s" in t.user_attrs and t.user_attrs["promotion"] in ("warmup", "rank", "epsilon")
+        assert "duplicate_of" not in t.user_attrs, "a duplicate is no second front candidate (dashboard best trials)"
         assert t.system_attrs["constraints"] == (0.0,) or list(t.system_attrs["constraints"]) == [0.0]
+    by_number = {t.number: t for t in trials}
     for t in pruned:
+        if t.user_attrs["promotion"] == "duplicate":  # PRUNED, with the simulated trial's values copied
+            original = by_number[t.user_attrs["duplicate_of"]]
+            assert original.state == TrialState.COMPLETE and trial_design(original) == trial_design(t)
+            assert t.user_attrs["sim_ttft_s"] == original.user_attrs["sim_ttft_s"]
+            continue
         assert t.user_attrs["promotion"] == "dominated"
         assert "est_ttft_s" in t.user_attrs and "sim_ttft_s" not in t.user_attrs
     for t in infeasible:
-        assert t.user_attrs["design"]["n_mem"] == 2
+        assert trial_design(t)["n_mem"] == 2
         assert list(t.system_attrs["constraints"])[0] > 0  # what optuna-dashboard reads
     # The first n_warmup_trials feasible estimated trials are always promoted.
     simulated = [t for t in complete if "sim_wall_s" in t.user_attrs]
@@ -184,7 +192,7 @@ def test_report_and_export(tmp_path: Path) -> None:
     from hydra_opt.system.design import load_design
 
     d = load_design(out)
-    assert d.n_mem == next(t for t in study.trials if t.number == facts["mt"]).user_attrs["design"]["n_mem"]
+    assert d.n_mem == next(t for t in study.trials if t.number == facts["mt"]).system_attrs["design"]["n_mem"]
     with pytest.raises(ConfigError):
         export_design(study, 10_000, tmp_path / "none.yaml")
 
@@ -258,4 +266,4 @@ def test_estimate_only_phase_then_revisit_the_estimated_front(tmp_path: Path) ->
     assert revisits, "collected designs on the estimated front are proposed again"
     by_number = {t.number: t for t in trials}
     for t in revisits:
-        assert t.user_attrs["design"] == by_number[t.user_attrs["revisit_of"]].user_attrs["design"]
+        assert trial_design(t) == trial_design(by_number[t.user_attrs["revisit_of"]])

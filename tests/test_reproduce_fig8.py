@@ -125,3 +125,12 @@ def test_ladder_summary_groups_offset_and_agreeing_fronts():
     text = _ladder_summary([art("A", 100.0, 150.0, 95.0), art("B", 100.0, 110.0, 60.0), art("C", 100.0, 60.0, 101.0)])
     assert "on the 2 published M_T designs" in text and "×0.95–×1.01 (A ×0.95, C ×1.01)" in text
     assert "on the 1 that already agree within 25 % at ×0.60–×0.60 (B ×0.60)" in text
+
+
+def test_artifact_comparison_is_skipped_without_the_shared_data(tmp_path: Path) -> None:
+    from hydra_opt.experiments.hydra_fig8 import compare_artifact
+    from hydra_opt.experiments.paths import ExperimentPaths
+
+    paths = ExperimentPaths.default(Path(__file__).resolve().parents[1], tmp_path / "no_shared")
+    assert compare_artifact("llama3", "hydra-chat", n_designs=2, horizon_s=1.0, log=lambda *a: None,
+                            paths=paths) is None

@@ -22,15 +22,20 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_run_args(p)
     p.add_argument("--roofline", action="store_true", help="the three-bound roofline baseline instead")
     p.add_argument("--json", action="store_true", help="print JSON")
+    from hydra_opt.cli.simulate_cmd import add_slo_args
+
+    add_slo_args(p)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     """Estimate and print a summary (or JSON with throughput_tok_s, ttft_mean_s, wall_s, bottleneck, ...)."""
+    from hydra_opt.cli.simulate_cmd import slo_of
     from hydra_opt.evaluate.estimator import estimate, roofline_estimate
     from hydra_opt.evaluate.estimator.core import resolve
+    from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
 
-    scenario = scenario_from_args(args)
+    scenario = scenario_from_args(args, slo=slo_of(args))
     design, model, workload = resolve(design_from_args(args), args.model, args.workload)
     fn = roofline_estimate if args.roofline else estimate
     fn(design, model, workload, scenario=scenario)  # warm the per-workload cache; wall_s is the per-design cost
@@ -41,6 +46,14 @@ def run(args: argparse.Namespace) -> int:
     d["wall_s"] = wall
     d["estimator"] = "roofline" if args.roofline else "markov_fluid"
     d["scenario"] = scenario.to_dict()
+    from hydra_opt.cli.simulate_cmd import _slo_lines, capacity_window
+
+    slo = slo_of(args)
+    extra = {"slo": slo.to_dict(), **estimated_slo(est, slo)}
+    if args.capacity:
+        extra.update(estimated_capacity(design, model, workload, scenario=scenario, slo=slo,
+                                        window_s=capacity_window(args)).to_dict())
+    d.update(extra)
     if args.json:
         print(json.dumps(d, indent=1, sort_keys=True))
     else:
@@ -50,4 +63,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"TPOT mean    {est.tpot_mean_s:10.5f} s")
         print(f"bottleneck   {est.bottleneck}")
         print(f"wall         {wall * 1e3:10.3f} ms")
+        print(_slo_lines(extra))
     return 0

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from typing import Any
+
+from hydra_opt.config import ConfigError
 
 __all__ = ["register", "run"]
 
@@ -43,6 +46,9 @@ def _models(all_sources: bool) -> None:
     print(
         "variants: llama-3-8b@hydra, mamba2-2.7b@hydra, nemotron-h-4b@hydra (HYDRA artifact shapes; docs/workload.md)"
     )
+    from hydra_opt.workload.models import ALIASES
+
+    print("aliases:  " + ", ".join(f"{a} = {n}" for a, n in sorted(ALIASES.items())) + " (accepted as model names)")
 
 
 def _workloads(all_sources: bool) -> None:
@@ -74,17 +80,43 @@ def _profiles(all_sources: bool) -> None:
         )
 
 
+#: The composition ``list chiplets`` shows (a chiplet is composed for a D2D link bandwidth and a slot area).
+LIST_D2D_GBPS = 256.0
+
+
+def _chiplets(mod: Any) -> None:
+    """One row per chiplet (sorted by name) with units, composed at :data:`LIST_D2D_GBPS` and the default slot."""
+    lib = mod.ChipletLibrary.default()
+    slot = mod.DEFAULT_SLOT_AREA_MM2
+    print(f"composed for {LIST_D2D_GBPS:g} GB/s D2D links in a {slot:g} mm2 slot (designs choose both; "
+          "docs/hardware.md)")
+    print(f"{'name':<11} {'blocks':<15} {'phases':<15} {'cores':>5} {'clock':>8} {'peak MAC/s':>12} "
+          f"{'SRAM':>7} {'area':>10}  description")
+    for name in sorted(lib.names()):
+        try:
+            c = lib.get(name, LIST_D2D_GBPS, slot)
+        except ConfigError as exc:
+            print(f"{name:<11} (not composable here: {exc.problem})")
+            continue
+        try:
+            desc = lib.spec(name).description
+        except ConfigError:
+            desc = f"hook {mod.HOOKS.get(name, 'provider')} (its settings come from the design)"
+        print(f"{name:<11} {'+'.join(sorted(c.families)):<15} {'+'.join(sorted(c.phases)):<15} {c.cores:>5} "
+              f"{c.clock_ghz:>4.2f} GHz {c.macs_per_cycle * c.clock_ghz * 1e9 / 1e12:>6.1f} TMAC/s "
+              f"{c.sram_bytes / 2**20:>4.0f} MiB {c.area_mm2:>6.1f} mm2  {_short(desc, 70)}")
+
+
 def _hardware(kind: str) -> None:
     """Chiplets/memories belong to the hardware layer; listed when that layer is present in this build."""
     try:
         if kind == "chiplets":
-            lib = importlib.import_module("hydra_opt.hardware.chiplets").ChipletLibrary.default()
-            for name in lib.names():
-                print(name)
+            _chiplets(importlib.import_module("hydra_opt.hardware.chiplets"))
         else:
             mem = importlib.import_module("hydra_opt.hardware.memory")
             names = getattr(mem, "MEMORY_NAMES", ("hbm3", "hbm3e", "gddr7"))
-            for name in names:
+            print(f"{'name':<6} {'capacity':>9} {'bandwidth':>12} {'latency':>8} {'area':>10}")
+            for name in sorted(names):
                 m = mem.get_memory(name)
                 cap_gib = getattr(m, "capacity_bytes", 0) / 2**30
                 print(

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from hydra_opt.config.errors import EXIT_USAGE, ConfigError
@@ -80,6 +82,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m hydra_opt`` and the ``hydra-opt`` script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+        # Started with SIGINT ignored (a shell's background job): Ctrl-C / kill -INT must still stop a command.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     first = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=first if first in SUBCOMMANDS else None)
     args = parser.parse_args(argv)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import Any
 
 from hydra_opt.config import ConfigError
@@ -51,20 +50,6 @@ def _number(value: str, key: str, lo: float, hi: float) -> float:
     return v
 
 
-def _must_exist(url: str) -> None:
-    """A file storage that does not exist would be created empty by opening it: refuse instead."""
-    from hydra_opt.dse.storages import redact_url
-
-    scheme = url.split("://", 1)[0].split("+", 1)[0].lower()
-    path = None
-    if scheme == "sqlite" and ":///" in url:
-        path = url.split(":///", 1)[1].split("?", 1)[0]
-    elif scheme == "journal":
-        path = url.split("://", 1)[1]
-    if path is not None and path != ":memory:" and not Path(path).is_file():
-        raise ConfigError("names a file that does not exist", file="<cli>", key="--storage", value=redact_url(url))
-
-
 def run(args: argparse.Namespace) -> int:
     from hydra_opt.dse.fault import find_stale_trials, last_alive_s, recover_stale_trials
     from hydra_opt.dse.storages import check_url, redact_url
@@ -78,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
     name = args.study_name
     if name is not None and (not name.strip() or len(name) > 128 or any(ord(c) < 32 for c in name)):
         raise ConfigError("must be a printable name of 1-128 characters", file="<cli>", key="--study-name", value=name)
-    _must_exist(args.storage)
     study = load_study_by_name(args.storage, name)
     shown = redact_url(args.storage)
     if args.dry_run:

@@ -69,7 +69,7 @@ def _run_reproduce(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hydra_opt.dse.report import export_design, format_front_table, write_report
+    from hydra_opt.dse.report import export_design, format_front_table, reasons_lines, write_report
     from hydra_opt.dse.storages import check_url, redact_url
     from hydra_opt.dse.study import load_study_spec, load_study_by_name
 
@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         if on:
             raise ConfigError("needs --reproduce", file="<cli>", key=flag)
     storage, name = args.storage, args.study_name
+    spec = None
     if args.study_file:
         spec = load_study_spec(args.study_file)
         storage, name = storage or spec.storage, name or spec.name
@@ -88,22 +89,29 @@ def run(args: argparse.Namespace) -> int:
     check_url(storage, file="<cli>", key="--storage")
     if name is not None and (not name.strip() or len(name) > 128 or any(ord(c) < 32 for c in name)):
         raise ConfigError("must be a printable name of 1-128 characters", file="<cli>", key="--study-name", value=name)
+    if args.out is not None and "\x00" in args.out:
+        raise ConfigError("is not a path", file="<cli>", key="--out")
     study = load_study_by_name(storage, name)
     out = Path(args.out) if args.out else Path(f"report_{study.study_name}")
-    if "\x00" in str(out):
-        raise ConfigError("is not a path", file="<cli>", key="--out")
     if args.export_design is not None:
         try:
             number = int(args.export_design)
         except ValueError:
             raise ConfigError("is not a trial number", file="<cli>", key="--export-design",
                               value=args.export_design) from None
-        target = out if out.suffix in (".yaml", ".yml") else out / f"trial{number}_design.yaml"
+        if args.out is None:
+            # One file, no report folder: into the study's artifact folder, else the current folder.
+            home = spec.artifact_dir if spec is not None and spec.artifact_dir is not None else Path()
+            target = home / f"{study.study_name}_trial{number}_design.yaml"
+        else:
+            target = out if out.suffix in (".yaml", ".yml") else out / f"trial{number}_design.yaml"
         path = export_design(study, number, target)
         print(f"wrote {path}")
         return 0
     paths = write_report(study, out)
     print(f"study {study.study_name!r} on {redact_url(storage)}")
+    print("\n".join(reasons_lines(study)))
+    print()
     print(format_front_table(study))
     print()
     for key, p in paths.items():

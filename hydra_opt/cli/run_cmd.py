@@ -85,7 +85,9 @@ def dashboard_command(storage_url: str, artifact_dir: str | None) -> str:
     return cmd
 
 
-def _trial_line(number: int, user_attrs: dict, values: list[float] | None, metric_units: list[tuple[str, str]]) -> str:
+def _trial_line(number: int, user_attrs: dict, values: list[float] | None, metric_units: list[tuple[str, str]],
+                outcome: str = "simulated", reason: str = "") -> str:
+    """One line per finished trial: simulated values, or why the trial was not simulated."""
     from hydra_opt.dse.report import design_label
 
     def fmt(prefix: str) -> str:
@@ -95,15 +97,91 @@ def _trial_line(number: int, user_attrs: dict, values: list[float] | None, metri
             out.append("-" if v is None else f"{v:.4g} {unit}".strip())
         return ", ".join(out)
 
-    reason = user_attrs.get("promotion", "")
+    label = design_label(user_attrs.get("design"))  # the label (older studies: the dict)
+    if outcome == "infeasible":
+        return f"trial {number:5d} {'infeasible':<18s} {reason}  {label}"
     dup = user_attrs.get("duplicate_of")
-    how = f"duplicate of {dup}" if dup is not None else f"promoted: {reason}"
-    return f"trial {number:5d} {how:<18s} est [{fmt('est_')}] -> sim [{fmt('sim_')}]  {design_label(user_attrs.get('design'))}"
+    if dup is not None:
+        how = f"duplicate of {dup}"
+    elif outcome == "simulated":
+        how = f"promoted: {user_attrs.get('promotion', '')}"
+    else:
+        how = f"pruned: {user_attrs.get('promotion') or outcome}"
+    sim = f" -> sim [{fmt('sim_')}]" if outcome in ("simulated", "duplicate") else ""
+    return f"trial {number:5d} {how:<18s} est [{fmt('est_')}]{sim}  {label}"
+
+
+def _pairs_text(pairs: Any) -> str:
+    """``llama-3-8b on quickstart-chat`` (file references shortened to their stem)."""
+    from hydra_opt.dse.report import _short_ref
+
+    shown = [f"{_short_ref(m)} on {_short_ref(w)}" for m, w in pairs]
+    return ", ".join(shown[:3]) + (f" (+{len(shown) - 3} pairs)" if len(shown) > 3 else "")
+
+
+class _Progress:
+    """The tqdm bar of a run: finished trials of the study out of the budget, never more than the budget.
+
+    The count is read from the storage once (finished trials before this run's first one), then advanced by the
+    trials this process sees finish; the rate is the run's average since its start (``t_start``, a ``time.time()``),
+    not measured from the first trial's end (which gave thousands of trials/s).
+    """
+
+    def __init__(self, total: int | None, t_start: float, quiet: bool) -> None:
+        self.total, self.t_start, self.quiet = total, t_start, quiet
+        self.bar: Any = None
+        self.counted: set[int] = set()
+
+    def _make(self, initial: int) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=self.total, initial=self._clamp(initial), unit="trial", dynamic_ncols=True,
+                        file=sys.stderr, disable=not sys.stderr.isatty(), smoothing=0)
+        self.bar.start_t = self.bar.last_print_t = self.t_start
+
+    def _clamp(self, n: int) -> int:
+        return n if self.total is None else min(n, self.total)
+
+    def trial_finished(self, study: Any, number: int) -> None:
+        """A trial of this process finished (COMPLETE or PRUNED)."""
+        if self.quiet or number in self.counted:
+            return
+        from hydra_opt.dse.study import FINISHED_STATES
+
+        if self.bar is None:
+            done = study.get_trials(deepcopy=False, states=FINISHED_STATES)
+            self.counted.update(t.number for t in done)
+            self.counted.add(number)
+            self._make(len(self.counted))
+            return
+        self.counted.add(number)
+        self.bar.n = self._clamp(len(self.counted))
+        self.bar.refresh()
+
+    def set_finished(self, study: Any, n: int) -> None:
+        """Several workers: the finished count read from the storage."""
+        if self.quiet:
+            return
+        if self.bar is None:
+            self._make(n)
+        self.bar.n = self._clamp(n)
+        self.bar.refresh()
+
+    def write(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line)
+        else:
+            print(line, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def run(args: argparse.Namespace) -> int:
     from hydra_opt.dse.objectives import METRICS
-    from hydra_opt.dse.report import format_front_table
+    from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_reason
+    from hydra_opt.dse.report import format_front_table, publish_to_dashboard
     from hydra_opt.dse.storages import redact_url
     from hydra_opt.dse.study import FINISHED_STATES, RunOptions, load_study_spec, run_study
 
@@ -129,60 +207,53 @@ def run(args: argparse.Namespace) -> int:
     units = [(m, METRICS[m].unit) for m in metrics]
     storage_shown = redact_url(args.storage or spec.storage)
     budget = n_trials if n_trials is not None else spec.n_trials
-    if not args.quiet:
-        print(f"study {args.study_name or spec.name!r} on {storage_shown}: budget {budget} finished trials, "
-              f"{workers} worker(s), sampler {spec.sampler.cls.__name__}, space {spec.space.name} "
-              f"({spec.space.size():,} designs)", flush=True)
-
-    bar = None
-    seen: set[int] = set()
+    goal = (f"exhaustive sweep (simulate: {spec.exhaustive.simulate})" if spec.exhaustive is not None
+            else f"budget {budget} finished trials")
     t_start = time.perf_counter()
+    progress = _Progress(budget, time.time(), args.quiet)  # tqdm's clock is time.time
 
-    def ensure_bar(study: Any) -> Any:
-        nonlocal bar
-        if bar is None and not args.quiet:
-            from tqdm import tqdm
+    def on_start(_study: Any) -> None:
+        # Printed once everything is validated and the study is open: an error never follows a study header.
+        if not args.quiet:
+            print(f"study {args.study_name or spec.name!r} on {storage_shown}: {_pairs_text(spec.pairs)}; "
+                  f"{goal}, {workers} worker(s), sampler {spec.sampler.cls.__name__}, "
+                  f"space {spec.space.name} ({spec.space.size():,} designs)", flush=True)
+        progress.t_start = time.time()
 
-            done = len(study.get_trials(deepcopy=False, states=FINISHED_STATES))
-            bar = tqdm(total=budget, initial=done, unit="trial", dynamic_ncols=True, file=sys.stderr,
-                       disable=not sys.stderr.isatty())
-        return bar
+    seen: set[int] = set()
 
     def emit(t: Any) -> None:
-        if t.number in seen:
+        if t.number in seen or t.state not in FINISHED_STATES:
             return
         seen.add(t.number)
-        if args.quiet:
-            return
-        if t.state.name == "COMPLETE":
-            line = _trial_line(t.number, t.user_attrs, t.values, units)
-            (bar.write(line) if bar is not None else print(line, flush=True))
+        if not args.quiet:
+            outcome, reason = trial_reason(t)
+            progress.write(_trial_line(t.number, t.user_attrs, t.values, units, outcome, reason))
 
     def on_trial(study: Any, t: Any, _report: Any) -> None:
-        b = ensure_bar(study)
-        if b is not None and t.state in FINISHED_STATES:
-            b.update(1)
-        emit(t)
+        if t.state in FINISHED_STATES:
+            emit(t)
+            progress.trial_finished(study, t.number)
 
     def poll(study: Any) -> None:
-        b = ensure_bar(study)
         trials = study.get_trials(deepcopy=False, states=FINISHED_STATES)
         for t in sorted(trials, key=lambda t: t.number):
             emit(t)
-        if b is not None:
-            b.n = len(trials)
-            b.refresh()
+        progress.set_finished(study, len(trials))
 
     try:
-        study, summary = run_study(spec, opts, on_trial=on_trial, poll=poll)
+        study, summary = run_study(spec, opts, on_trial=on_trial, poll=poll, on_start=on_start)
     finally:
-        if bar is not None:
-            bar.close()
+        progress.close()
     wall = time.perf_counter() - t_start
+    publish_to_dashboard(study)  # study note (reasons, front) and the titled Pareto plot
     print()
-    print(f"finished trials: {summary.finished} of budget {budget} ({summary.finished - summary.finished_before} "
+    of = "in the sweep" if spec.exhaustive is not None else f"of budget {budget}"
+    print(f"finished trials: {summary.finished} {of} ({summary.finished - summary.finished_before} "
           f"this run) | COMPLETE {summary.complete} ({summary.simulated} simulated) | pruned {summary.pruned - summary.infeasible} | "
           f"infeasible {summary.infeasible} | failed {summary.failed}")
+    for line in format_reasons(count_reasons(study.get_trials(deepcopy=False))):
+        print(line)
     print(f"promotion rate: {summary.promotion_rate:.1%} of feasible trials simulated | wall time {wall:.1f} s")
     print()
     print(format_front_table(study))

@@ -35,9 +35,11 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
     o.add_argument("--placement", choices=PLACEMENTS, default=None, help="the design's placement")
 
 
-def scenario_from_args(args: argparse.Namespace) -> Any:
-    """The :class:`~hydra_opt.evaluate.scenario.Scenario` the flags describe (``--paper`` as the base)."""
+def scenario_from_args(args: argparse.Namespace, *, slo: Any = None) -> Any:
+    """The :class:`~hydra_opt.evaluate.scenario.Scenario` the flags describe (``--paper`` as the base), carrying
+    ``slo`` unless it is the default SLO (``scenario.slo`` None means the default)."""
     from hydra_opt.evaluate.scenario import Scenario
+    from hydra_opt.evaluate.slo import DEFAULT_SLO
 
     for flag, v in (("--seconds", args.seconds), ("--arrival-interval", args.arrival_interval)):
         if v is not None and not (v > 0 and math.isfinite(v)):
@@ -49,6 +51,8 @@ def scenario_from_args(args: argparse.Namespace) -> Any:
     ) if v is not None}
     if args.lend:
         over["lend"] = True
+    if slo is not None and slo != DEFAULT_SLO:
+        over["slo"] = slo
     flags = {"horizon_s": "--seconds", "n_requests": "--requests", "token_budget": "--token-budget"}
     try:
         return Scenario.paper(**over) if args.paper else Scenario(**over)

@@ -4,10 +4,49 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from hydra_opt.cli.scenario_args import add_run_args, design_from_args, run_header, scenario_from_args
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "add_slo_args", "slo_of", "capacity_window"]
+
+
+def add_slo_args(p: argparse.ArgumentParser) -> None:
+    """``--slo-ttft``, ``--slo-tpot``, ``--slo-attainment`` and ``--capacity`` (shared with ``estimate``)."""
+    p.add_argument("--slo-ttft", type=float, default=None, metavar="S", help="SLO: TTFT bound, s (default 2.0)")
+    p.add_argument("--slo-tpot", type=float, default=None, metavar="S", help="SLO: TPOT bound, s/token (default 0.1)")
+    p.add_argument("--slo-attainment", type=float, default=None, metavar="F",
+                   help="SLO: fraction of requests that must meet both bounds (default 0.9)")
+    p.add_argument("--capacity", action="store_true",
+                   help="also search capacity_req_s: the largest request rate at which the SLO is attained "
+                   "(docs/metrics.md; several runs)")
+    p.add_argument("--capacity-window", type=float, default=None, metavar="S",
+                   help="capacity runs replay only the requests arriving within S seconds at each rate "
+                   "(a fixed-duration run; default: every request)")
+
+
+def capacity_window(args: argparse.Namespace) -> float | None:
+    """``--capacity-window`` checked (ConfigError unless a positive finite number of seconds)."""
+    from hydra_opt.config.errors import ConfigError
+
+    w = args.capacity_window
+    if w is not None and not (w > 0 and math.isfinite(w)):
+        raise ConfigError("must be a positive number of seconds", file="<cli>", key="--capacity-window", value=w)
+    return w
+
+
+def slo_of(args: argparse.Namespace):
+    """The :class:`~hydra_opt.evaluate.slo.Slo` of the command line (ConfigError for a bad bound)."""
+    from hydra_opt.config.errors import ConfigError
+    from hydra_opt.evaluate.slo import Slo
+
+    vals = {k: v for k, v in (("ttft_s", args.slo_ttft), ("tpot_s", args.slo_tpot),
+                              ("attainment", args.slo_attainment)) if v is not None}
+    try:
+        return Slo(**vals)
+    except ConfigError as exc:
+        flag = {"slo.ttft_s": "--slo-ttft", "slo.tpot_s": "--slo-tpot"}.get(exc.key or "", "--slo-attainment")
+        raise ConfigError(exc.problem, file="<cli>", key=flag, value=exc.value) from None
 
 
 def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -22,6 +61,7 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--sharing", choices=("fair", "maxmin", "equal", "none"), default=None, help="NoI bandwidth sharing")
     p.add_argument("--debug", action="store_true", help="check invariants after every event (slow)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    add_slo_args(p)
     p.add_argument("--trace-out", metavar="F", default=None, help="write per-request metrics CSV to F")
     p.add_argument("--link-heatmap", metavar="PNG", default=None,
                    help="write the mean per-link utilisation as a mesh heatmap (HYDRA Fig. 11) to PNG")
@@ -40,13 +80,20 @@ def _options(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     """Run the simulation and print a summary (or JSON)."""
     from hydra_opt.evaluate import simulate
+    from hydra_opt.evaluate.simulator.goodput import simulated_capacity, slo_metrics
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
 
-    scenario = scenario_from_args(args)
+    slo = slo_of(args)
+    scenario = scenario_from_args(args, slo=slo)
     design = design_from_args(args)
     model, workload = load_model(args.model), load_workload(args.workload)
-    res = simulate(design, model, workload, seed=args.seed, scenario=scenario, options=_options(args))
+    opt = _options(args)
+    res = simulate(design, model, workload, seed=args.seed, scenario=scenario, options=opt)
+    extra = {"slo": slo.to_dict(), **slo_metrics(res, slo)}
+    if args.capacity:
+        extra.update(simulated_capacity(design, model, workload, seed=args.seed, scenario=scenario, options=opt,
+                                        slo=slo, window_s=capacity_window(args)).to_dict())
     if args.trace_out:
         res.write_trace(args.trace_out)
     if args.link_heatmap:
@@ -59,10 +106,11 @@ def run(args: argparse.Namespace) -> int:
                           node_labels=res.options["build"]["node_labels"] or None,
                           title=f"{res.design}: mean link utilisation over {res.simulated_s:g} s")
     if args.json:
-        print(json.dumps(res.to_dict(), indent=1, sort_keys=True, allow_nan=False))
+        print(json.dumps({**res.to_dict(), **_finite(extra)}, indent=1, sort_keys=True, allow_nan=False))
     else:
         print(run_header(design, model, workload, scenario))
         print(res.summary())
+        print(_slo_lines(extra))
         if res.tokens_emitted == 0 and res.queued_requests > 0:
             # A silent all-zero run is the commonest surprise: static batches start only when full.
             print(f"note: no token was produced; {res.queued_requests} request(s) are still queued. A static batch "
@@ -71,3 +119,20 @@ def run(args: argparse.Namespace) -> int:
         if args.trace_out:
             print(f"per-request metrics written to {args.trace_out}")
     return 0
+
+
+def _finite(d: dict) -> dict:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+def _slo_lines(extra: dict) -> str:
+    """Human lines for the SLO metrics (shared with ``estimate``)."""
+    s = extra["slo"]
+    lines = [f"SLO               TTFT <= {s['ttft_s']:g} s and TPOT <= {s['tpot_s']:g} s for {s['attainment']:.0%}: "
+             f"attainment {extra['slo_attainment']:.1%}, goodput {extra['goodput_tok_s']:.2f} tok/s"]
+    if "capacity_req_s" in extra:
+        b = extra["capacity_bracket_req_s"]
+        lines.append(f"SLO capacity      {extra['capacity_req_s']:.4g} req/s  ({len(extra['capacity_runs'])} runs, bracket "
+                     f"{b[0]:.4g}-{b[1] if b[1] is not None else float('inf'):.4g} req/s"
+                     f"{'' if extra['capacity_converged'] else ', NOT converged'})")
+    return "\n".join(lines)

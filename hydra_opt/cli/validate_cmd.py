@@ -1,12 +1,16 @@
 """``python -m hydra_opt validate FILE...`` -- check configuration files without running anything.
 
-Each file is loaded by the loader of its kind (``hydra_opt.config.kinds``). The first mistake stops the command
-with ``hydra_opt: error: FILE: key: value problem`` and exit code 2; otherwise one ``ok`` line per file, exit 0.
+Each file is loaded by the loader of its kind (``hydra_opt.config.kinds``); a study file is then checked as ``run``
+checks it before touching a storage (evaluator, models, workloads and traces, objectives, a design of the space —
+``hydra_opt.dse.runner.check_study``) and for a search space in which no design is feasible. Every file is checked:
+one ``ok`` line (stdout) or one ``hydra_opt: error: FILE: key: value problem`` line (stderr) per file; exit code 2 if
+any file is bad, else 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 __all__ = ["register", "run"]
 
@@ -23,13 +27,35 @@ def register(sub) -> argparse.ArgumentParser:
     return p
 
 
+def check_file(path: str) -> str:
+    """Validate one file (a study as deeply as ``run`` does before a storage); returns its kind."""
+    from hydra_opt.config.kinds import validate_file
+
+    kind = validate_file(path)
+    if kind == "study":
+        from hydra_opt.dse.runner import check_feasible_designs, check_study
+        from hydra_opt.dse.spec import load_study_spec
+
+        spec = load_study_spec(path)
+        check_feasible_designs(spec, check_study(spec))
+    return kind
+
+
 def run(args: argparse.Namespace) -> int:
-    """Validate every file; a :class:`~hydra_opt.config.ConfigError` propagates to the dispatcher (exit 2)."""
-    from hydra_opt.config.kinds import register_kind, validate_file
+    """Validate every file; each bad one gets its one-line error; exit 2 if any is bad."""
+    from hydra_opt.config import ConfigError
+    from hydra_opt.config.errors import EXIT_USAGE
+    from hydra_opt.config.kinds import register_kind
 
     # Paper-experiment inputs are not a product kind: their loader sits with the reproduction (report --reproduce).
     register_kind("paper_experiment", "hydra_opt.cli.report_cmd:load_paper_experiment_file")
+    bad = 0
     for f in args.files:
-        kind = validate_file(f)
-        print(f"ok: {f} ({kind})")
-    return 0
+        try:
+            kind = check_file(f)
+        except ConfigError as exc:
+            bad += 1
+            print(f"hydra_opt: error: {exc.located(file=str(f)).format()}", file=sys.stderr, flush=True)
+            continue
+        print(f"ok: {f} ({kind})", flush=True)
+    return EXIT_USAGE if bad else 0

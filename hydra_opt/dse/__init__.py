@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from hydra_opt.dse.evaluators import Evaluator, HydraEvaluator, SimOutcome
 from hydra_opt.dse.exhaustive import ExhaustiveResult, recovery, run_exhaustive, screen
-from hydra_opt.dse.objective import DseObjective, TrialReport
+from hydra_opt.dse.objective import DseObjective, TrialReport, trial_design
 from hydra_opt.dse.objectives import METRICS, Constraint, Metric, ObjectiveSpec, load_objectives
 from hydra_opt.dse.pruner import Promotion, PromotionPruner
 from hydra_opt.dse.report import export_design, format_front_table, front_rows, write_report
@@ -33,6 +33,7 @@ from hydra_opt.dse.storages import make_storage, redact_url
 __all__ = [
     "DseObjective",
     "TrialReport",
+    "trial_design",
     "Evaluator",
     "HydraEvaluator",
     "SimOutcome",

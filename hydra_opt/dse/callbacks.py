@@ -11,7 +11,7 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hydra_opt.dse.objective import FINISHED_STATES, PLAN_ATTR, DseObjective
+from hydra_opt.dse.objective import FINISHED_STATES, PLAN_ATTR, DseObjective, trial_design
 from hydra_opt.dse.plan import design_features, plan_next
 from hydra_opt.dse.pruner import PromotionPruner, estimate_vector
 from hydra_opt.dse.spec import StudySpec, design_key
@@ -113,7 +113,7 @@ def plan_callback(spec: StudySpec, objective: DseObjective) -> Callable[[optuna.
             est = estimate_vector(t, metrics)
             if key is None or est is None or key in pool or key in running:
                 continue
-            pool[key] = _PoolRow(t, t.user_attrs.get("design", {}), t.params, est)
+            pool[key] = _PoolRow(t, trial_design(t), t.params, est)
         if spec.plan_pool == "space":
             if space is None:
                 space = _space_pool(spec, objective)

@@ -94,6 +94,11 @@ class HydraEvaluator:
         scenario: The run (resolved to a ``Scenario`` by ``__post_init__``).
         design_overrides: Design fields every design gets (``max_batch``, ``batching``, ``scheduler``,
             ``placement``), applied by :meth:`design` before anything is derived.
+        slo: ``hydra_opt.evaluate.slo.Slo`` behind ``goodput_tok_s``/``slo_attainment`` (the objectives' SLO; None:
+            the scenario's, else the default SLO); carried by the scenario (``scenario.slo``) both evaluators get.
+        capacity: ``objectives.CapacitySettings``: when set, ``capacity_req_s`` (and ``capacity_runs``) is added
+            too — by the estimator's search for estimates, by a simulated search started at the estimated capacity
+            for simulations (None: not computed; it costs several simulations).
     """
 
     estimate_options: Any = None
@@ -101,6 +106,8 @@ class HydraEvaluator:
     file: str = "<study>"
     scenario: Any = None
     design_overrides: Mapping[str, Any] | None = None
+    slo: Any = None
+    capacity: Any = None
     _cache: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, repr=False)
     _sim_opts: Any = field(default=None, repr=False)
     _est_opts: Any = field(default=None, repr=False)
@@ -108,6 +115,8 @@ class HydraEvaluator:
     def __post_init__(self) -> None:
         self.scenario, self._sim_opts, self._est_opts, self.design_overrides = resolve_run(
             self.scenario, self.simulate_options, self.estimate_options, self.design_overrides, file=self.file)
+        if self.slo is not None and self.scenario.slo != self.slo:  # the objectives' SLO rides on the one scenario
+            self.scenario = self.scenario.with_(slo=self.slo)
 
     @property
     def sim_options(self) -> Any:
@@ -147,20 +156,62 @@ class HydraEvaluator:
         from hydra_opt.evaluate.estimator import estimate
 
         est = estimate(design, model, workload, scenario=self.scenario, options=self._est_opts)
-        return _metrics_of(est, design, self.scenario.precision)
+        return {**_metrics_of(est, design, self.scenario.precision), **self._est_slo(est, design, model, workload)}
+
+    def _slo(self) -> Any:
+        from hydra_opt.evaluate.slo import DEFAULT_SLO
+
+        return self.scenario.slo or DEFAULT_SLO
+
+    def _est_slo(self, est: Any, design: Any, model: Any, workload: Any) -> dict[str, float]:
+        """SLO metrics of an estimate (capacity by the estimator's search when :attr:`capacity` is set)."""
+        from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
+
+        out = estimated_slo(est, self._slo())
+        if self.capacity is not None:
+            c = estimated_capacity(design, model, self._capacity_workload(workload), scenario=self.scenario,
+                                   options=self._est_opts, slo=self._slo(), tolerance=self.capacity.tolerance,
+                                   window_s=self.capacity.window_s)
+            out.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
+        return out
+
+    def _capacity_workload(self, workload: Any) -> Any:
+        n = getattr(self.capacity, "requests", None)
+        if n is None or not hasattr(workload, "n_requests"):
+            return workload
+        import dataclasses
+
+        return dataclasses.replace(workload, n_requests=int(n), horizon_s=None)
 
     def estimate_many(self, designs: list[Any], model: Any, workload: Any) -> list[dict[str, float]]:
         """Estimates of many designs at once (the estimator's vectorised design-space path)."""
         from hydra_opt.evaluate.estimator import estimate_space
 
         results = estimate_space(designs, model, workload, scenario=self.scenario, options=self._est_opts)
-        return [_metrics_of(e, d, self.scenario.precision) for e, d in zip(results, designs)]
+        return [{**_metrics_of(e, d, self.scenario.precision), **self._est_slo(e, d, model, workload)}
+                for e, d in zip(results, designs)]
 
     def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> SimOutcome:
         from hydra_opt.evaluate import simulate
 
+        from hydra_opt.evaluate.simulator.goodput import simulated_capacity, slo_metrics
+
         res = simulate(design, model, workload, seed=seed, scenario=self.scenario, options=self._sim_opts)
-        return SimOutcome(_metrics_of(res, design, self.scenario.precision), res)
+        metrics = {**_metrics_of(res, design, self.scenario.precision), **slo_metrics(res, self._slo())}
+        if self.capacity is not None:
+            from hydra_opt.evaluate.estimator.goodput import estimated_capacity
+
+            cw = self._capacity_workload(workload)
+            window = self.capacity.window_s
+            start = estimated_capacity(design, model, cw, scenario=self.scenario, options=self._est_opts,
+                                       slo=self._slo(), tolerance=self.capacity.tolerance,
+                                       window_s=window).capacity_req_s
+            c = simulated_capacity(design, model, cw, seed=seed, scenario=self.scenario, options=self._sim_opts,
+                                   slo=self._slo(), tolerance=self.capacity.tolerance,
+                                   max_runs=self.capacity.max_runs, start_req_s=start if start > 0 else None,
+                                   window_s=window)
+            metrics.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
+        return SimOutcome(metrics, res)
 
 
 #: Old ``estimate:`` keys naming a scenario setting under another name.

@@ -3,26 +3,40 @@ sample are simulated; the result is a table from which the exhaustive Pareto fro
 study (best-throughput ratio, hypervolume ratio) are computed.
 
 The estimator runs on all designs through the evaluator's ``estimate_many`` when it has one (vectorised over the
-design space), else design by design. Simulations can be spread over worker processes.
+design space), else design by design. The simulations are an Optuna study (:mod:`hydra_opt.dse.sweep`): every design
+to simulate is one enqueued trial that any number of workers pull from a shared storage; :func:`run_exhaustive` is
+the local convenience over it, ``python -m hydra_opt.run`` on a study file with ``exhaustive:`` the distributed form.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import optuna
+from optuna.trial import FrozenTrial, TrialState
 
+from hydra_opt.config import ConfigError
+from hydra_opt.dse import sweep
 from hydra_opt.dse.evaluators import Evaluator
 from hydra_opt.dse.objectives import ObjectiveSpec
 from hydra_opt.dse.report import hypervolume_2d, pareto_mask, select_bstar_mt
+from hydra_opt.dse.search_space import design_key
+from hydra_opt.dse.storages import StorageOptions
 
-__all__ = ["ExhaustiveResult", "run_exhaustive", "recovery", "screen"]
+if TYPE_CHECKING:
+    from hydra_opt.dse.spec import StudySpec
+
+__all__ = ["ExhaustiveResult", "choose", "estimate_designs", "run_exhaustive", "run_sweep_worker", "recovery",
+           "screen", "sweep_table"]
 
 
 @dataclass
@@ -35,7 +49,8 @@ class ExhaustiveResult:
         est: ``{metric: array}`` aggregated estimates (NaN when infeasible).
         sim: ``{metric: array}`` aggregated simulated values (NaN when not simulated).
         est_wall_s: Wall time of the estimation pass, s.
-        sim_wall_s: Wall time of the simulation pass, s.
+        sim_wall_s: Simulation wall time, s: the sum over the simulated designs (over all workers; a resumed sweep
+            includes the earlier runs' simulations).
     """
 
     designs: list[dict[str, Any]]
@@ -59,50 +74,27 @@ class ExhaustiveResult:
         return df
 
 
-def _sim_one(args: tuple[Any, ...]) -> dict[str, float]:
-    evaluator, design_dict, pairs, objectives, sim_seed = args
-    design = evaluator.design(design_dict)
+def _sim_one(evaluator: Evaluator, design_dict: Mapping[str, Any], pairs: Sequence[tuple[str, str]],
+             objectives: ObjectiveSpec, sim_seed: int) -> dict[str, float]:
+    design = evaluator.design(dict(design_dict))
     per = {}
-    for key, (m, w) in pairs:
+    for m, w in pairs:
         model, wl = evaluator.load(m, w)
-        per[key] = evaluator.simulate(design, model, wl, seed=sim_seed).metrics
+        per[f"{m}/{w}"] = evaluator.simulate(design, model, wl, seed=sim_seed).metrics
     return objectives.combine(per)
 
 
-def run_exhaustive(
+def estimate_designs(
     designs: Sequence[Mapping[str, Any]],
     pairs: Sequence[tuple[str, str]],
     objectives: ObjectiveSpec,
     evaluator: Evaluator,
-    *,
-    simulate: str | int = "all",
-    seed: int = 0,
-    sim_seed: int = 0,
-    processes: int = 1,
     progress: Callable[[str, int, int], None] | None = None,
-    checkpoint: str | Path | None = None,
-    checkpoint_header: Mapping[str, Any] | None = None,
-) -> ExhaustiveResult:
-    """Estimate every design, then simulate all (``"all"``), none (0) or a seeded sample of ``simulate`` designs.
+) -> tuple[np.ndarray, dict[str, np.ndarray], float]:
+    """Feasibility (on every pair) and aggregated estimates of every design: ``(feasible, est, wall_s)``.
 
-    Args:
-        designs: Design dicts (e.g. ``list(space.enumerate())``).
-        pairs: (model, workload) references.
-        objectives: What to read and how to aggregate over pairs.
-        evaluator: The evaluator (must be picklable when ``processes > 1``).
-        simulate: ``"all"``; ``"front:K"`` = the K designs nearest the estimated front (:func:`screen`);
-            ``"plan:K"`` = K designs chosen one at a time by the calibrated plan
-            (:func:`hydra_opt.dse.plan.plan_next`, sequential, in this process); or the number of feasible designs
-            to simulate (uniform sample, ``seed``).
-        seed: Seed of the sample.
-        sim_seed: Seed of every simulation.
-        processes: Worker processes for the simulations.
-        progress: Called as ``progress(stage, done, total)``.
-        checkpoint: JSON-lines file to which every simulation is appended as it finishes (not with ``plan:K``).
-            A re-run with the same file resumes: designs already in it are not simulated again. The file's first
-            line is a header (the pairs, objectives, simulation seed and ``checkpoint_header``); a file whose
-            header differs is discarded. ``sim_wall_s`` then includes the earlier runs' simulation time.
-        checkpoint_header: Extra header fields that must match for a resume (e.g. the code version, the space).
+    The estimator runs through the evaluator's ``estimate_many`` when it has one (vectorised over the designs),
+    else design by design; infeasible designs get NaN estimates.
     """
     keys = [f"{m}/{w}" for m, w in pairs]
     loaded = [(k, *evaluator.load(m, w)) for k, (m, w) in zip(keys, pairs)]
@@ -132,99 +124,163 @@ def run_exhaustive(
         combined = objectives.combine({k: per_pair[k][j] for k in keys})
         for m in metrics:
             est[m][i] = combined[m]
-    est_wall = time.perf_counter() - t0
+    return feasible, est, time.perf_counter() - t0
 
-    if isinstance(simulate, str) and simulate.startswith("plan:"):
-        return _run_plan(designs, idx, est, feasible, keys, pairs, objectives, evaluator,
-                         int(simulate.split(":", 1)[1]), sim_seed, est_wall, progress)
+
+def choose(simulate: str | int, est: Mapping[str, np.ndarray], feasible: np.ndarray, objectives: ObjectiveSpec,
+           seed: int = 0) -> np.ndarray:
+    """Indices (sorted) of the designs a sweep simulates: ``"all"`` feasible ones, ``"front:K"`` (the K nearest the
+    estimated front, :func:`screen`) or an integer N (a uniform sample of N feasible designs drawn with ``seed``)."""
+    idx = np.flatnonzero(feasible)
     if simulate == "all":
-        chosen = idx
-    elif isinstance(simulate, str) and simulate.startswith("front:"):
-        chosen = screen(est, objectives, idx, int(simulate.split(":", 1)[1]))
-    else:
-        k = min(int(simulate), len(idx))
-        chosen = np.sort(np.random.default_rng(seed).choice(idx, size=k, replace=False)) if k else idx[:0]
-    sim = {m: np.full(n, np.nan) for m in metrics}
-    ck = _Checkpoint(checkpoint, {"pairs": keys, "metrics": metrics, "sim_seed": sim_seed,
-                                  **dict(checkpoint_header or {})}) if checkpoint else None
-    todo, prior_wall = list(chosen), 0.0
-    if ck:
-        dkeys = {i: json.dumps(dict(designs[i]), sort_keys=True, default=str) for i in chosen}
-        done, prior_wall = ck.load()
-        todo = []
-        for i in chosen:
-            rec = done.get(dkeys[i])
-            if rec is None:
-                todo.append(i)
-            else:
-                for m in metrics:
-                    sim[m][i] = rec.get(m, math.nan)
-    t1 = time.perf_counter()
-    jobs = [(evaluator, dict(designs[i]), list(zip(keys, pairs)), objectives, sim_seed) for i in todo]
-    pool = None
-    if processes > 1 and len(jobs) > 1:
-        import multiprocessing as mp
+        return idx
+    if isinstance(simulate, str) and simulate.startswith("front:"):
+        return screen(est, objectives, idx, int(simulate.split(":", 1)[1]))
+    k = min(int(simulate), len(idx))
+    return np.sort(np.random.default_rng(seed).choice(idx, size=k, replace=False)) if k else idx[:0]
 
-        pool = mp.get_context("spawn").Pool(processes)
-        results = pool.imap(_sim_one, jobs, chunksize=1)
-    else:
-        results = map(_sim_one, jobs)
-    try:
-        t_prev = t1
-        for j, (i, r) in enumerate(zip(todo, results)):
-            now = time.perf_counter()
+
+def run_exhaustive(
+    designs: Sequence[Mapping[str, Any]],
+    pairs: Sequence[tuple[str, str]],
+    objectives: ObjectiveSpec,
+    evaluator: Evaluator,
+    *,
+    simulate: str | int = "all",
+    seed: int = 0,
+    sim_seed: int = 0,
+    progress: Callable[[str, int, int], None] | None = None,
+    storage: str | None = None,
+    study_name: str | None = None,
+    workers: int = 1,
+) -> ExhaustiveResult:
+    """Estimate every design, then simulate all (``"all"``), none (0) or a chosen subset — a local convenience over
+    the same Optuna sweep study that ``python -m hydra_opt.run`` runs for a study file with ``exhaustive:``
+    (:mod:`hydra_opt.dse.sweep`): the designs to simulate are enqueued once, workers pull them, and the table's
+    simulated values are read back from the storage.
+
+    Args:
+        designs: Design dicts (e.g. ``list(space.enumerate())``).
+        pairs: (model, workload) references.
+        objectives: What to read and how to aggregate over pairs.
+        evaluator: The evaluator (must be picklable when ``workers > 1``).
+        simulate: ``"all"``; ``"front:K"`` = the K designs nearest the estimated front (:func:`screen`);
+            ``"plan:K"`` = K designs chosen one at a time by the calibrated plan
+            (:func:`hydra_opt.dse.plan.plan_next`, sequential, in this process, no storage); or the number of
+            feasible designs to simulate (uniform sample, ``seed``).
+        seed: Seed of the sample.
+        sim_seed: Seed of every simulation.
+        progress: Called as ``progress(stage, done, total)``.
+        storage: Storage URL of the sweep study (default: in memory). With a persistent storage a re-run resumes:
+            designs already simulated there are not simulated again.
+        study_name: Name of the sweep study (default: derived from the designs, pairs, objectives and seeds).
+        workers: Worker processes (spawned, each pulling designs from the study's queue; needs a storage other
+            than in-memory when > 1).
+    """
+    feasible, est, est_wall = estimate_designs(designs, pairs, objectives, evaluator, progress)
+    if isinstance(simulate, str) and simulate.startswith("plan:"):
+        return _run_plan(designs, np.flatnonzero(feasible), est, feasible, pairs, objectives, evaluator,
+                         int(simulate.split(":", 1)[1]), sim_seed, est_wall, progress)
+    chosen = choose(simulate, est, feasible, objectives, seed)
+    metrics = list(est)
+    sim = {m: np.full(len(designs), np.nan) for m in metrics}
+    sim_wall = 0.0
+    if len(chosen):
+        found, sim_wall = sweep.run_local_sweep([dict(designs[i]) for i in chosen], pairs, objectives, evaluator,
+                                          est_rows=[{m: est[m][i] for m in metrics} for i in chosen],
+                                          sim_seed=sim_seed, storage=storage, study_name=study_name,
+                                          workers=workers, progress=progress)
+        for j, i in enumerate(chosen):
             for m in metrics:
-                sim[m][i] = r[m]
-            if ck:
-                ck.append(dkeys[i], {m: float(r[m]) for m in metrics}, now - t_prev)
-            t_prev = now
-            if progress:
-                progress("simulate", len(chosen) - len(todo) + j + 1, len(chosen))
-    finally:
-        if pool is not None:  # as `with Pool(...)`: an interrupted sweep leaves no worker simulating
-            pool.terminate()
-            pool.join()
-    return ExhaustiveResult([dict(d) for d in designs], feasible, est, sim, est_wall,
-                            prior_wall + time.perf_counter() - t1)
+                sim[m][i] = found[j].get(m, math.nan)
+    return ExhaustiveResult([dict(d) for d in designs], feasible, est, sim, est_wall, sim_wall)
 
 
-class _Checkpoint:
-    """Append-only JSON-lines record of finished simulations (``{"header": …}`` then one line per design)."""
-
-    def __init__(self, path: str | Path, header: Mapping[str, Any]) -> None:
-        self.path = Path(path)
-        self.header = json.loads(json.dumps({"header": dict(header)}, default=str))
-
-    def load(self) -> tuple[dict[str, dict[str, float]], float]:
-        """Records of a matching checkpoint (design key → metrics) and their summed wall time, s; starts a new
-        file when there is none or its header differs."""
-        done: dict[str, dict[str, float]] = {}
-        wall = 0.0
-        if self.path.exists():
-            lines = []
-            for x in self.path.read_text().splitlines():
-                try:
-                    lines.append(json.loads(x))
-                except json.JSONDecodeError:  # a line cut by an interrupted write: that design is re-simulated
-                    continue
-            if lines and lines[0] == self.header:
-                for rec in lines[1:]:
-                    done[rec["key"]] = rec["sim"]
-                    wall += float(rec["wall_s"])
-                # rewrite the valid lines, so a record appended next never continues a cut line
-                self.path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-                return done, wall
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(self.header) + "\n")
-        return done, wall
-
-    def append(self, key: str, sim: Mapping[str, float], wall_s: float) -> None:
-        """Record one finished simulation (flushed at once, so an interruption loses at most the running one)."""
-        with self.path.open("a") as fh:
-            fh.write(json.dumps({"key": key, "sim": dict(sim), "wall_s": wall_s}) + "\n")
+# -- the table of a sweep study ----------------------------------------------------------------------------------
+def _fill(designs: Sequence[Mapping[str, Any]], metrics: Sequence[str],
+          found: Mapping[str, tuple[dict[str, float], float]]) -> tuple[dict[str, np.ndarray], float]:
+    sim = {m: np.full(len(designs), np.nan) for m in metrics}
+    wall = 0.0
+    for i, d in enumerate(designs):
+        hit = found.get(design_key(d))
+        if hit is not None:
+            wall += hit[1]
+            for m in metrics:
+                sim[m][i] = hit[0].get(m, math.nan)
+    return sim, wall
 
 
-def _run_plan(designs, idx, est, feasible, keys, pairs, objectives, evaluator, k, sim_seed, est_wall, progress):
+def sweep_table(study: optuna.Study, spec: StudySpec, evaluator: Evaluator | None = None) -> ExhaustiveResult:
+    """The exhaustive table of a sweep study: every design of the space (enumeration order), its feasibility and
+    estimates (recomputed, vectorised) and the simulated values stored in ``study`` (NaN where not simulated).
+    ``sim_wall_s`` is the sum of the stored simulations' wall times (over all workers)."""
+    evaluator = evaluator or spec.make_evaluator()
+    designs = list(spec.space.enumerate())
+    feasible, est, est_wall = estimate_designs(designs, spec.pairs, spec.objectives, evaluator)
+    sim, wall = _fill(designs, list(est), sweep.simulated(study))
+    return ExhaustiveResult(designs, feasible, est, sim, est_wall, wall)
+
+
+# -- the study-file sweep (python -m hydra_opt.run) ------------------------------------------------------------
+def _prepare(study: optuna.Study, spec: StudySpec, evaluator: Evaluator) -> None:
+    """Fill the queue once (estimation pass + enqueue), or, once it is complete, re-queue failed designs."""
+    assert spec.exhaustive is not None
+    definition = spec.exhaustive.definition(spec.sim_seed)
+    old = study.user_attrs.get(sweep.SWEEP_ATTR)
+    if old is not None and {k: old.get(k) for k in definition} != definition:
+        raise ConfigError(f"exists in the storage as another sweep ({ {k: old.get(k) for k in definition} }); "
+                          "resume it with the same exhaustive/simulate settings or choose another --study-name",
+                          file=spec.file, key="name", value=spec.name)
+    if old is not None and old.get("enqueued"):
+        sweep.requeue_failed(study)
+        return
+    items = list(spec.space.enumerate_params())
+    feasible, est, _ = estimate_designs([d for d, _ in items], spec.pairs, spec.objectives, evaluator)
+    chosen = choose(spec.exhaustive.simulate, est, feasible, spec.objectives, spec.exhaustive.sample_seed)
+    rows = [(items[i][1], sweep.row_attrs(items[i][0], {m: est[m][i] for m in est})) for i in chosen]
+    if old is None:
+        study.set_user_attr(sweep.SWEEP_ATTR, {**definition, "designs": len(rows), "enqueued": False})
+    sweep.enqueue_missing(study, rows)
+    study.set_user_attr(sweep.SWEEP_ATTR, {**definition, "designs": len(rows), "enqueued": True})
+
+
+def _write_table(study: optuna.Study, spec: StudySpec, evaluator: Evaluator) -> Path | None:
+    """``<artifact dir>/exhaustive.csv`` once nothing is queued or running (atomic replace: workers may race)."""
+    if spec.artifact_dir is None or study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
+        return None
+    df = sweep_table(study, spec, evaluator).frame()
+    designs = list(spec.space.enumerate())
+    df["design_key"] = [design_key(d) for d in designs]
+    df["design_json"] = [json.dumps(d, sort_keys=True) for d in designs]
+    spec.artifact_dir.mkdir(parents=True, exist_ok=True)
+    out = spec.artifact_dir / "exhaustive.csv"
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, out)
+    return out
+
+
+def run_sweep_worker(
+    study: optuna.Study,
+    spec: StudySpec,
+    evaluator: Evaluator,
+    *,
+    storage_options: StorageOptions | None = None,
+    on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+) -> int:
+    """One worker of the sweep of a study file: fill or repair the queue, run it, write the table when complete.
+    Returns the number of trials this worker ran."""
+    _prepare(study, spec, evaluator)
+    objective = sweep.SweepObjective(evaluator, spec.pairs, spec.objectives, spec.sim_seed, suggest=spec.space.suggest)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        n = sweep.work(study, objective, storage_options=storage_options, timeout_s=spec.timeout_s, on_trial=on_trial)
+    _write_table(study, spec, evaluator)
+    return n
+
+
+def _run_plan(designs, idx, est, feasible, pairs, objectives, evaluator, k, sim_seed, est_wall, progress):
     from hydra_opt.dse.plan import design_features, plan_next
 
     names = [m.name for m in objectives.metrics]
@@ -243,7 +299,7 @@ def _run_plan(designs, idx, est, feasible, keys, pairs, objectives, evaluator, k
         if pick is None:
             break
         i = pool[pick[0]]
-        r = _sim_one((evaluator, dict(designs[i]), list(zip(keys, pairs)), objectives, sim_seed))
+        r = _sim_one(evaluator, designs[i], pairs, objectives, sim_seed)
         for m in metrics:
             sim[m][i] = r[m]
         # a non-finite simulation still counts as spent: mark it so it is not picked again

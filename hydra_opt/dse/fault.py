@@ -52,6 +52,7 @@ __all__ = [
     "JournalHeartbeat",
     "PerTrialSeedSampler",
     "RecoveredTrial",
+    "fail_stale",
     "find_stale_trials",
     "has_rdb_heartbeat",
     "ignore_further_interrupts",
@@ -291,7 +292,7 @@ def with_journal_heartbeat(objective: Callable[[optuna.Trial], Any], interval_s:
 
 
 # -- finishing the budget ------------------------------------------------------------------------------------
-def _fail_stale(study: Study, grace_s: float, max_retry: int | None, now_s: float | None = None) -> int:
+def fail_stale(study: Study, grace_s: float, max_retry: int | None, now_s: float | None = None) -> int:
     """Fail stale trials by whichever mechanism the storage has, and trials of dead local workers on any storage;
     returns how many this call failed."""
     if not (is_journal(study) and grace_s > 0):  # the journal path below finds dead local workers itself
@@ -369,7 +370,7 @@ def optimize_until_budget(
         if not running or not watched:
             return rounds  # nothing left that could finish the budget here (a sampler stop, or no heartbeat)
         sleep(poll_s)
-        if _fail_stale(study, journal_grace_s, max_retry, clock()):
+        if fail_stale(study, journal_grace_s, max_retry, clock()):
             must_run = True  # run the retries, or replacements if retries are exhausted
 
 
@@ -396,9 +397,12 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 def sigterm_as_interrupt() -> None:
     """Make SIGTERM (batch schedulers, ``kill``) stop this process like Ctrl-C: the running trial ends FAIL
-    through Optuna's normal path (nothing half-written) and a re-run resumes. Main thread only."""
+    through Optuna's normal path (nothing half-written) and a re-run resumes; SIGINT inherited as ignored (a
+    background job of a shell, a worker of such a launcher) is made Ctrl-C again. Main thread only."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupt)
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def ignore_further_interrupts() -> None:

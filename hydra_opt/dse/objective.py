@@ -2,7 +2,9 @@
 
 One trial:
 
-1. the search space proposes a design dict; it is stored as the user attribute ``design``;
+1. the search space proposes a design dict; it is stored as the trial system attribute ``design`` (read it with
+   :func:`trial_design`), its one-line label as the user attribute ``design`` (short: the dashboard's trial panel
+   does not wrap attribute values);
 2. infeasible designs (memory capacity, area, ...) end PRUNED with constraint value > 0 and the reasons in the
    user attribute ``infeasible`` — Optuna constraints, not crashes;
 3. the design is estimated on every pair; aggregated estimates go to ``est_<metric>`` user attributes;
@@ -11,7 +13,11 @@ One trial:
 5. a promoted trial is simulated on every pair; it COMPLETEs with the aggregated simulated values (also stored as
    ``sim_<metric>``), and its artifacts (design YAML, NoI heatmap, per-request CSV) are uploaded.
 
-A design already simulated in this study (same ``design_key``) reuses the stored values instead of simulating again.
+A design already simulated in this study (same ``design_key``) is not simulated again: the trial ends PRUNED with
+``duplicate_of`` and the simulated values copied to ``sim_*`` — so Optuna's (and optuna-dashboard's) best trials
+are the distinct simulated designs, the CLI's front.
+
+Every trial that is not simulated gets an optuna-dashboard note saying why (:mod:`hydra_opt.dse.reasons`).
 """
 
 from __future__ import annotations
@@ -31,16 +37,35 @@ from hydra_opt.config import ConfigError, Node
 from hydra_opt.dse.evaluators import Evaluator
 from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 from hydra_opt.dse.pruner import Promotion, PromotionPruner
+from hydra_opt.dse.reasons import PROMOTION_TEXT, note_markdown, save_trial_note
 from hydra_opt.dse.samplers import CONSTRAINTS_ATTR
 from hydra_opt.dse.search_space import SearchSpace, load_search_space
 from hydra_opt.dse.spec import PrunerSpec, StudySpec, design_key, load_study_spec
 
-__all__ = ["DseObjective", "TrialReport", "BudgetReached", "FINISHED_STATES", "PLAN_ATTR"]
+__all__ = ["DseObjective", "TrialReport", "BudgetReached", "FINISHED_STATES", "PLAN_ATTR", "DESIGN_ATTR", "trial_design"]
 
 #: States that count toward the budget. FAIL does not, as a failed trial is retried or replaced.
 FINISHED_STATES: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
 #: Trial user attribute set on a trial the calibrated simulation plan enqueued; its value is the plan's reason.
 PLAN_ATTR = "planned"
+#: Trial system attribute holding the full design dict (the user attribute of that name holds its label).
+DESIGN_ATTR = "design"
+
+
+def trial_design(t: Any) -> dict[str, Any]:
+    """The design dict of a (frozen) trial: the system attribute, or the user attribute of older studies."""
+    d = t.system_attrs.get(DESIGN_ATTR)
+    if isinstance(d, dict):
+        return d
+    d = t.user_attrs.get(DESIGN_ATTR)
+    return d if isinstance(d, dict) else {}
+
+
+def _store_design(trial: optuna.Trial, design: dict[str, Any]) -> None:
+    from hydra_opt.dse.report import design_label
+
+    trial.storage.set_trial_system_attr(trial._trial_id, DESIGN_ATTR, design)
+    trial.set_user_attr(DESIGN_ATTR, design_label(design))
 
 
 class BudgetReached(Exception):
@@ -270,7 +295,7 @@ class DseObjective:
         spec = self.spec
         design_dict = spec.space.suggest(trial)
         key = design_key(design_dict)
-        trial.set_user_attr("design", design_dict)
+        _store_design(trial, design_dict)
         trial.set_user_attr("design_key", key)
         report = TrialReport(trial.number, "PRUNED", design=design_dict)
         self.last = report
@@ -288,6 +313,7 @@ class DseObjective:
             trial.set_user_attr("infeasible", reasons[:20])
             trial.set_user_attr(CONSTRAINTS_ATTR, [float(len(reasons))] + [1.0] * (self.n_constraints - 1))
             report.infeasible = reasons
+            save_trial_note(trial, note_markdown("infeasible", reasons))
             raise optuna.TrialPruned(f"infeasible: {reasons[0]}")
 
         per_pair = {pkey: self.evaluator.estimate(design, model, wl) for pkey, model, wl in self.pairs}
@@ -302,10 +328,12 @@ class DseObjective:
             # e.g. an unbounded TTFT: the estimator predicts the design cannot serve the load; never promoted.
             trial.set_user_attr("promotion", "non-finite-estimate")
             report.promotion = Promotion(False, "non-finite-estimate")
+            save_trial_note(trial, note_markdown("not promoted", [PROMOTION_TEXT["non-finite-estimate"]]))
             raise optuna.TrialPruned("non-finite estimate")
 
         trials = trial.study.get_trials(deepcopy=False)
         # A design this study already simulated: reuse its values (same design, same simulation seed).
+        # PRUNED, not COMPLETE: a copy of a front design must not be a second "best trial" in the dashboard.
         for t in trials:
             if t.state == TrialState.COMPLETE and t.user_attrs.get("design_key") == key and t.values is not None:
                 trial.set_user_attr("duplicate_of", t.number)
@@ -314,9 +342,12 @@ class DseObjective:
                     if f"sim_{m.name}" in t.user_attrs:
                         trial.set_user_attr(f"sim_{m.name}", t.user_attrs[f"sim_{m.name}"])
                 trial.set_user_attr(CONSTRAINTS_ATTR, t.user_attrs.get(CONSTRAINTS_ATTR, [0.0]))
-                report.state, report.sim = "COMPLETE", {m.name: t.user_attrs.get(f"sim_{m.name}", math.nan) for m in spec.objectives.needed()}
-                report.promotion = Promotion(True, "duplicate")
-                return list(t.values)
+                report.sim = {m.name: t.user_attrs.get(f"sim_{m.name}", math.nan) for m in spec.objectives.needed()}
+                report.promotion = Promotion(False, "duplicate")
+                save_trial_note(trial, note_markdown("duplicate", [
+                    f"same design as trial {t.number}, which was simulated: values {_values_text(spec, t.values)}",
+                    f"trial {t.number} is the front candidate; this trial reuses its values and is not simulated"]))
+                raise optuna.TrialPruned(f"duplicate of trial {t.number}")
 
         planned = trial.user_attrs.get(PLAN_ATTR) if spec.plan == "calibrated" else None
         if planned is not None:
@@ -337,6 +368,10 @@ class DseObjective:
         trial.set_user_attr("promotion", decision.reason)
         trial.set_user_attr("est_rank", decision.rank)
         if not decision.promoted:
+            why = PROMOTION_TEXT.get(decision.reason, decision.reason)
+            save_trial_note(trial, note_markdown("not promoted", [
+                f"{why} (estimated rank {decision.rank})",
+                f"estimate: {_values_text(spec, spec.objectives.values(est))}"]))
             raise optuna.TrialPruned(f"not promoted (estimated rank {decision.rank})")
 
         t0 = time.perf_counter()
@@ -355,6 +390,11 @@ class DseObjective:
             raise optuna.TrialPruned(f"simulation gave non-finite objective values {values}")
         report.state, report.sim = "COMPLETE", sim
         return values
+
+
+def _values_text(spec: StudySpec, values: Sequence[float]) -> str:
+    """``throughput [tok/s] 442.1, TTFT [s] 0.505`` (4 significant digits)."""
+    return ", ".join(f"{n} {v:.4g}" for n, v in zip(spec.objectives.metric_names, values))
 
 
 def _finite(v: float) -> float | None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import optuna
 
 from hydra_opt.config import Node, load_yaml
+from hydra_opt.evaluate.slo import DEFAULT_SLO, Slo, slo_from_node
 
 __all__ = [
     "Metric",
@@ -31,6 +32,8 @@ __all__ = [
     "load_objectives",
     "parse_objectives",
     "aggregate",
+    "CapacitySettings",
+    "SLO_METRICS",
 ]
 
 
@@ -84,8 +87,37 @@ METRICS: dict[str, Metric] = {
         Metric("area_mm2", "minimize", "mm2", "area", ("area_mm2", "total_area_mm2")),
         Metric("accuracy_cost", "minimize", "pp", "accuracy cost", ("accuracy_cost",)),
         Metric("tp_per_ttft", "maximize", "tok/s^2", "TP/TTFT", ("tp_per_ttft",)),
+        Metric("ttft_p90_s", "minimize", "s", "TTFT p90", ("ttft_p90_s",)),
+        Metric("capacity_req_s", "maximize", "req/s", "SLO capacity", ("capacity_req_s",)),
+        Metric("goodput_tok_s", "maximize", "tok/s", "goodput", ("goodput_tok_s",)),
+        Metric("slo_attainment", "maximize", "", "SLO attainment", ("slo_attainment",)),
     )
 }
+
+#: Metrics that depend on the SLO (``slo:`` of the objective file).
+SLO_METRICS: tuple[str, ...] = ("capacity_req_s", "goodput_tok_s", "slo_attainment")
+
+
+@dataclass(frozen=True)
+class CapacitySettings:
+    """How ``capacity_req_s`` is searched (docs/metrics.md "SLO, goodput and capacity").
+
+    Attributes:
+        tolerance: Relative width of the final rate bracket (0.02 = 2 %).
+        max_runs: Most simulations per capacity search (the estimator's search is not bounded by it).
+        requests: Requests of the base stream (None: the workload's). A capacity needs a stream long enough to
+            load the design: many more requests than ``ttft_s`` × the design's request rate and than its batch
+            slots.
+        window_s: Arrival duration of each run, s: only the base stream's requests arriving within it (scaled to
+            the rate under test) are replayed, so a higher rate is a longer overload, not a shorter burst (None:
+            every request).
+    """
+
+    tolerance: float = 0.02
+    max_runs: int = 10
+    requests: int | None = None
+    window_s: float | None = None
+
 
 #: Aggregations over (model, workload) pairs.
 AGGREGATES: tuple[str, ...] = ("geomean", "mean", "worst", "best")
@@ -127,6 +159,8 @@ class ObjectiveSpec:
         weights: Optional weight per pair key ``"model/workload"`` (default 1).
         reference: Optional normaliser per pair key and metric name (``{pair: {metric: value}}``).
         constraints: Bounds on aggregated metrics.
+        slo: The latency SLO behind ``capacity_req_s``, ``goodput_tok_s`` and ``slo_attainment``.
+        capacity: How ``capacity_req_s`` is searched.
     """
 
     name: str = "throughput-ttft"
@@ -135,6 +169,13 @@ class ObjectiveSpec:
     weights: Mapping[str, float] = field(default_factory=dict)
     reference: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     constraints: tuple[Constraint, ...] = ()
+    slo: Slo = DEFAULT_SLO
+    capacity: CapacitySettings = CapacitySettings()
+
+    @property
+    def needs_capacity(self) -> bool:
+        """Whether any objective or constraint reads ``capacity_req_s`` (the expensive search)."""
+        return any(m.name == "capacity_req_s" for m in self.needed())
 
     @property
     def directions(self) -> list[str]:
@@ -258,5 +299,17 @@ def parse_objectives(root: Node) -> ObjectiveSpec:
             bound = c.get("max" if has_max else "min").number()
             c.done(["metric", "max", "min"])
             constraints.append(Constraint(m, bound, has_max))
-    root.done(["kind", "name", "description", "objectives", "aggregate", "weights", "reference", "constraints"])
-    return ObjectiveSpec(name, tuple(metrics), how, weights, reference, tuple(constraints))
+    slo = slo_from_node(root.get("slo")) if root.has("slo") else DEFAULT_SLO
+    capacity = CapacitySettings()
+    if root.has("capacity"):
+        cn = root.get("capacity").mapping()
+        capacity = CapacitySettings(
+            tolerance=cn.get("tolerance", 0.02).number(positive=True, maximum=0.5),
+            max_runs=int(cn.get("max_runs", 10).int(minimum=2, maximum=64)),
+            requests=int(cn.get("requests").int(minimum=2, maximum=100_000)) if cn.has("requests") else None,
+            window_s=cn.get("window_s").number(positive=True, maximum=1e6) if cn.has("window_s") else None,
+        )
+        cn.done(["tolerance", "max_runs", "requests", "window_s"])
+    root.done(["kind", "name", "description", "objectives", "aggregate", "weights", "reference", "constraints", "slo",
+               "capacity"])
+    return ObjectiveSpec(name, tuple(metrics), how, weights, reference, tuple(constraints), slo, capacity)

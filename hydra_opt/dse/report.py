@@ -26,6 +26,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from hydra_opt.config import ConfigError
+from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_reason
 
 __all__ = [
     "FrontRow",
@@ -38,6 +39,12 @@ __all__ = [
     "export_design",
     "trials_frame",
     "design_label",
+    "log_axis",
+    "reasons_lines",
+    "study_title",
+    "pareto_figure",
+    "publish_to_dashboard",
+    "DASHBOARD_PLOT_ID",
 ]
 
 
@@ -89,8 +96,17 @@ def hypervolume_2d(points: np.ndarray, reference: Sequence[float], maximize: Seq
     return float(hv)
 
 
-def design_label(design: dict[str, Any] | None) -> str:
-    """Compact design text: ``tscs_d=17 tscs_p=5 HBM=2 D2D=256GB/s B=8``."""
+def trial_design(t: FrozenTrial) -> dict[str, Any]:
+    """A trial's design dict (:func:`hydra_opt.dse.objective.trial_design`)."""
+    from hydra_opt.dse.objective import trial_design as get
+
+    return get(t)
+
+
+def design_label(design: dict[str, Any] | str | None) -> str:
+    """Compact design text: ``tscs_d=17 tscs_p=5 HBM=2 D2D=256GB/s B=8`` (a label is returned as is)."""
+    if isinstance(design, str):
+        return design
     if not design:
         return "?"
     parts = [f"{k}={v}" for k, v in (design.get("chiplets") or {}).items()]
@@ -148,7 +164,7 @@ def front_rows(study: optuna.Study) -> tuple[list[FrontRow], dict[str, Any]]:
     vals = np.array([t.values for t in uniq], dtype=float)
     mask = pareto_mask(vals, maximize)
     rows = [
-        FrontRow(t.number, list(t.values), [t.user_attrs.get(f"est_{m}") for m in metrics], t.user_attrs.get("design", {}))
+        FrontRow(t.number, list(t.values), [t.user_attrs.get(f"est_{m}") for m in metrics], trial_design(t))
         for t, keep in zip(uniq, mask)
         if keep
     ]
@@ -205,7 +221,7 @@ def trials_frame(study: optuna.Study):
     metrics = _metrics(study)
     recs = []
     for t in study.get_trials(deepcopy=False):
-        d = t.user_attrs.get("design") or {}
+        d = trial_design(t)
         rec: dict[str, Any] = {
             "trial": t.number,
             "state": t.state.name,
@@ -213,6 +229,7 @@ def trials_frame(study: optuna.Study):
             "feasible": _feasible(t) and "infeasible" not in t.user_attrs,
             "infeasible": "; ".join(t.user_attrs.get("infeasible", [])),
         }
+        rec["outcome"], rec["reason"] = trial_reason(t)
         for m in metrics:
             rec[f"est_{m}"] = t.user_attrs.get(f"est_{m}")
             rec[f"sim_{m}"] = t.user_attrs.get(f"sim_{m}")
@@ -244,29 +261,63 @@ def write_report(study: optuna.Study, out_dir: str | Path) -> dict[str, Path]:
           **{f"est_{m}": v for m, v in zip(metrics, r.est)}, "design": design_label(r.design)} for r in rows]
     )
     front.to_csv(paths["front"], index=False)
-    _plots(df, rows, facts, metrics, names, paths)
+    _plots(df, rows, facts, metrics, names, paths, study_title(study))
     _summary(study, df, rows, facts, metrics, names, paths)
     return paths
 
 
-def _plots(df, rows, facts, metrics, names, paths) -> None:
-    if len(metrics) < 2:
-        paths["html"].write_text("<p>single-objective study: no Pareto plot</p>", encoding="utf-8")
-        return
-    mx, my = metrics[0], metrics[1]
+def study_title(study: optuna.Study) -> str:
+    """``study: model on workload`` and, on a second line, ``objective vs objective`` (pairs from the study's
+    ``hydra_opt_pairs`` attribute)."""
+    pairs = []
+    for key in study.user_attrs.get("hydra_opt_pairs") or []:
+        model, _, workload = str(key).partition("/")
+        pairs.append(f"{_short_ref(model)} on {_short_ref(workload)}")
+    what = ", ".join(pairs[:3]) + (f" (+{len(pairs) - 3} pairs)" if len(pairs) > 3 else "")
+    names = list(study.metric_names or _metrics(study))
+    return f"{study.study_name}: {what or 'study'}\n{' vs '.join(names)}"
+
+
+def _short_ref(ref: str) -> str:
+    """A model/workload name, or the stem of a file path."""
+    return Path(ref).stem if ref.endswith((".yaml", ".yml", ".csv", ".jsonl", ".json")) else ref
+
+
+#: A positive axis whose values span at least this max/min ratio is drawn logarithmic.
+LOG_AXIS_RATIO = 20.0
+
+
+def log_axis(*columns: Any) -> bool:
+    """Whether the values of ``columns`` (together) are positive and span >= :data:`LOG_AXIS_RATIO`."""
+    vals = np.concatenate([np.asarray(c, dtype=float).ravel() for c in columns]) if columns else np.zeros(0)
+    vals = vals[np.isfinite(vals)]
+    return bool(vals.size >= 2 and vals.min() > 0 and vals.max() / vals.min() >= LOG_AXIS_RATIO)
+
+
+def _plot_data(df, rows, metrics):
+    """(estimated feasible, simulated, front) frames of the first two objectives."""
+    mx = metrics[0]
     est = df[df["feasible"] & df[f"est_{mx}"].notna()]
-    sim = df[df[f"sim_{mx}"].notna()]
+    sim = df[df[f"sim_{mx}"].notna() & (df["outcome"] == "simulated")]
     front_ids = {r.number for r in rows}
+    fr = sim[sim["trial"].isin(front_ids)].sort_values(f"sim_{mx}")
+    return est, sim, fr
+
+
+def _plotly_figure(df, rows, facts, metrics, names, title: str):
+    """The interactive Pareto plot: estimates, simulations, the simulated front, B* and M_T; titled axes."""
     import plotly.graph_objects as go
 
+    mx, my = metrics[0], metrics[1]
+    est, sim, fr = _plot_data(df, rows, metrics)
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=est[f"est_{mx}"], y=est[f"est_{my}"], mode="markers", name="estimated (all feasible)",
                              marker=dict(color="lightgray", size=6), text=est["trial"].map(lambda n: f"trial {n}")))
     fig.add_trace(go.Scatter(x=sim[f"sim_{mx}"], y=sim[f"sim_{my}"], mode="markers", name="simulated (promoted)",
                              marker=dict(color="royalblue", size=8), text=sim["trial"].map(lambda n: f"trial {n}")))
-    fr = sim[sim["trial"].isin(front_ids)].sort_values(f"sim_{mx}")
     fig.add_trace(go.Scatter(x=fr[f"sim_{mx}"], y=fr[f"sim_{my}"], mode="lines+markers", name="simulated front",
-                             line=dict(color="crimson"), marker=dict(color="crimson", size=10)))
+                             line=dict(color="crimson"), marker=dict(color="crimson", size=10),
+                             text=fr["trial"].map(lambda n: f"trial {n}")))
     for key, sym in (("bstar", "star"), ("mt", "triangle-up")):
         n = facts.get(key)
         if n is None:
@@ -276,9 +327,53 @@ def _plots(df, rows, facts, metrics, names, paths) -> None:
                                  name="B*" if key == "bstar" else "M_T", text=["B*" if key == "bstar" else "M_T"],
                                  textposition="top center", marker=dict(symbol=sym, size=18, color="gold",
                                                                         line=dict(color="black", width=1))))
-    fig.update_layout(title="Pareto front: estimated vs simulated", xaxis_title=names[0], yaxis_title=names[1],
-                      template="plotly_white")
-    fig.write_html(str(paths["html"]), include_plotlyjs="cdn")
+    head, _, sub = title.partition("\n")
+    fig.update_layout(title=f"{head}<br><sup>{sub}: estimated vs simulated</sup>", xaxis_title=names[0],
+                      yaxis_title=names[1], template="plotly_white")
+    fig.update_xaxes(type="log" if log_axis(est[f"est_{mx}"], sim[f"sim_{mx}"]) else "linear", tickformat=".4~g")
+    fig.update_yaxes(type="log" if log_axis(est[f"est_{my}"], sim[f"sim_{my}"]) else "linear", tickformat=".4~g")
+    fig.update_traces(hovertemplate="%{text}<br>%{x:.4~g}, %{y:.4~g}<extra>%{fullData.name}</extra>")
+    return fig
+
+
+def pareto_figure(study: optuna.Study):
+    """The report's interactive Pareto plot of a study (``plotly.graph_objects.Figure``; None below 2 objectives)."""
+    metrics = _metrics(study)
+    if len(metrics) < 2:
+        return None
+    rows, facts = front_rows(study)
+    return _plotly_figure(trials_frame(study), rows, facts, metrics, list(study.metric_names or metrics),
+                          study_title(study))
+
+
+#: ``graph_object_id`` of the Pareto plot hydra_opt saves into a study for optuna-dashboard.
+DASHBOARD_PLOT_ID = "hydra-opt-pareto"
+
+
+def publish_to_dashboard(study: optuna.Study) -> None:
+    """Save what optuna-dashboard cannot compute into the study: the study note (trials by outcome, top reasons,
+    the simulated front with B*/M_T) and the titled Pareto plot (the dashboard's own plot has no axis titles)."""
+    try:
+        from optuna_dashboard import save_note, save_plotly_graph_object
+    except ImportError:  # pragma: no cover - optuna-dashboard is a dependency
+        return
+    save_note(study, "## hydra_opt summary\n\n```\n" + "\n".join([*reasons_lines(study), "", format_front_table(study)])
+              + "\n```\n")
+    fig = pareto_figure(study)
+    if fig is not None:
+        save_plotly_graph_object(study, fig, graph_object_id=DASHBOARD_PLOT_ID)
+
+
+def _plots(df, rows, facts, metrics, names, paths, title: str = "") -> None:
+    if len(metrics) < 2:
+        paths["html"].write_text("<p>single-objective study: no Pareto plot</p>", encoding="utf-8")
+        return
+    mx, my = metrics[0], metrics[1]
+    # plotly.js embedded (≈4.6 MB): the report opens offline and from an archive.
+    _plotly_figure(df, rows, facts, metrics, names, title).write_html(str(paths["html"]), include_plotlyjs=True)
+    est, sim, fr = _plot_data(df, rows, metrics)
+    logx = log_axis(est[f"est_{mx}"], sim[f"sim_{mx}"])
+    logy = log_axis(est[f"est_{my}"], sim[f"sim_{my}"])
 
     import matplotlib
 
@@ -296,11 +391,23 @@ def _plots(df, rows, facts, metrics, names, paths) -> None:
             ax.scatter(row[f"sim_{mx}"], row[f"sim_{my}"], s=220, marker=mk, c="gold", edgecolors="k", label=lab, zorder=5)
     ax.set_xlabel(names[0])
     ax.set_ylabel(names[1])
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(f"{title}: estimated vs simulated", fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     figm.tight_layout()
     figm.savefig(paths["png"])
     plt.close(figm)
+
+
+def reasons_lines(study: optuna.Study) -> list[str]:
+    """Finished trials counted by outcome, with the top reasons of those not simulated (``hydra_opt.dse.reasons``)."""
+    counts = count_reasons(study.get_trials(deepcopy=False))
+    head = ", ".join(f"{c.outcome} {c.count}" for c in counts) or "no finished trial"
+    return [f"trials by outcome: {head}", *format_reasons(counts)]
 
 
 def _summary(study, df, rows, facts, metrics, names, paths) -> None:
@@ -317,6 +424,12 @@ def _summary(study, df, rows, facts, metrics, names, paths) -> None:
         f"- infeasible (PRUNED with constraint > 0): {infeasible}",
         f"- promotion rate: {simulated / feasible_finished:.1%} of feasible finished trials simulated ({simulated} simulations)" if feasible_finished else "- promotion rate: n/a",
         f"- objectives: {', '.join(names)}",
+        "",
+        "## Trials by outcome (why a trial was not simulated)",
+        "",
+        "```",
+        *reasons_lines(study),
+        "```",
         "",
         "## Pareto front (simulated)",
         "",
@@ -340,7 +453,7 @@ def export_design(study: optuna.Study, number: int, path: str | Path) -> Path:
     if not trials:
         raise ConfigError(f"is not a trial of study {study.study_name!r} (it has {len(study.trials)})",
                           key="--export-design", value=number)
-    design = trials[0].user_attrs.get("design")
+    design = trial_design(trials[0])
     if not design:
         raise ConfigError("has no stored design", key="--export-design", value=number)
     p = Path(path)

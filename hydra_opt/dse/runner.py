@@ -19,12 +19,15 @@ from optuna.trial import FrozenTrial, TrialState
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.callbacks import budget_callback, plan_callback, revisit_callback
 from hydra_opt.dse.evaluators import Evaluator
+from hydra_opt.dse.exhaustive import run_sweep_worker
 from hydra_opt.dse.objective import FINISHED_STATES, BudgetReached, DseObjective, TrialReport
 from hydra_opt.dse.samplers import make_sampler, worker_seed
 from hydra_opt.dse.spec import StudySpec, load_study_spec
-from hydra_opt.dse.storages import StorageOptions, check_url, make_storage, redact_url
+from hydra_opt.dse.storages import StorageOptions, check_url, make_storage, redact_url, require_existing
 
 __all__ = [
+    "check_study",
+    "check_feasible_designs",
     "RunOptions",
     "RunSummary",
     "run_study",
@@ -102,6 +105,9 @@ def apply_options(spec: StudySpec, opts: RunOptions) -> StudySpec:
     if opts.study_name:
         changes["name"] = opts.study_name
     if opts.n_trials is not None:
+        if spec.exhaustive is not None:
+            raise ConfigError("does not apply to an exhaustive sweep (its trials are the designs of "
+                              "exhaustive.simulate)", file="<cli>", key="--n-trials", value=opts.n_trials)
         changes["n_trials"] = opts.n_trials
     if opts.timeout_s is not None:
         changes["timeout_s"] = opts.timeout_s
@@ -150,9 +156,12 @@ def open_study(spec: StudySpec, *, sampler: optuna.samplers.BaseSampler | None =
 def load_study_by_name(storage_url: str, name: str | None) -> optuna.Study:
     """Load an existing study (the only one in the storage when ``name`` is None)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    require_existing(storage_url)  # a read: never create an empty storage for a mistyped URL
     storage = make_storage(storage_url, StorageOptions(heartbeat_interval_s=0))
     names = optuna.study.get_all_study_names(storage)
     if name is None:
+        if not names:
+            raise ConfigError("holds no study", file="<cli>", key="--storage", value=redact_url(storage_url))
         if len(names) != 1:
             raise ConfigError(f"is required: the storage holds {len(names)} studies ({', '.join(names[:10])})",
                               file="<cli>", key="--study-name")
@@ -179,6 +188,12 @@ def run_worker(
 ) -> None:
     """One worker: run trials on the shared study until the total budget or the timeout is reached."""
     evaluator = evaluator or spec.make_evaluator()
+    if spec.exhaustive is not None:
+        # A sweep: trials come only from its queue (no sampler proposes designs); see dse/sweep.py.
+        study = open_study(spec, sampler=optuna.samplers.RandomSampler(spec.seed), storage_options=storage_options)
+        run_sweep_worker(study, spec, evaluator, storage_options=storage_options,
+                         on_trial=None if on_trial is None else (lambda s, t: on_trial(s, t, None)))
+        return
     seed = worker_seed(spec.seed, worker_index, n_existing)
     sampler = make_sampler(spec.sampler, seed=seed, grid=spec.space.grid() if spec.sampler.is_grid else None)
     from hydra_opt.dse.fault import PerTrialSeedSampler
@@ -244,23 +259,16 @@ def summarize(study: optuna.Study, spec: StudySpec, finished_before: int, wall_s
     return s
 
 
-def run_study(
-    spec: StudySpec,
-    opts: RunOptions = RunOptions(),
-    *,
-    evaluator: Evaluator | None = None,
-    on_trial: Callable[[optuna.Study, FrozenTrial, TrialReport | None], None] | None = None,
-    poll: Callable[[optuna.Study], None] | None = None,
-) -> tuple[optuna.Study, RunSummary]:
-    """Run (or resume) a study with ``opts.workers`` local workers; returns the study and a summary.
+#: How many designs of the search space ``python -m hydra_opt validate`` checks for feasibility (evenly spread over
+#: the first :data:`FEASIBILITY_SCAN` designs in enumeration order).
+FEASIBILITY_SAMPLE = 400
+FEASIBILITY_SCAN = 100_000
 
-    With one worker everything runs in this process and ``on_trial`` is called after each trial. With several,
-    worker processes are spawned on the same storage and ``poll(study)`` is called about once a second.
-    """
-    spec = apply_options(spec, opts)
-    t0 = time.perf_counter()
+
+def check_study(spec: StudySpec, evaluator: Evaluator | None = None) -> Evaluator:
+    """Every check :func:`run_study` makes before it touches a storage (evaluator, models, workloads and their
+    traces, objectives, a design of the search space); returns the evaluator. Raises :class:`ConfigError`."""
     evaluator = evaluator or spec.make_evaluator()
-    # Validate everything that can be validated before a study is created in the storage.
     DseObjective(spec, evaluator, budget=spec.n_trials)
     first = next(spec.space.enumerate(), None)
     if first is not None:
@@ -269,7 +277,61 @@ def run_study(
         except ConfigError as exc:
             raise ConfigError(f"yields designs the system layer rejects ({exc.key}: {exc.problem})",
                               file=spec.space.file, key="chiplets" if exc.key and "chiplet" in exc.key else None) from None
+    return evaluator
+
+
+def check_feasible_designs(spec: StudySpec, evaluator: Evaluator, sample: int = FEASIBILITY_SAMPLE) -> None:
+    """Raise :class:`ConfigError` when none of ``sample`` designs spread evenly over the search space (its first
+    :data:`FEASIBILITY_SCAN` designs) is feasible for every model (e.g. a Mamba model on a space of attention
+    chiplets): such a study would only prune."""
+    objective = DseObjective(spec, evaluator, budget=spec.n_trials)
+    size = spec.space.size()
+    step = max(1, -(-min(size, FEASIBILITY_SCAN) // sample))  # ceil: the sample spans the whole scan
+    reasons: dict[str, int] = {}
+    checked = 0
+    for i, d in enumerate(spec.space.enumerate()):
+        if checked >= sample or i >= FEASIBILITY_SCAN:
+            break
+        if i % step:
+            continue
+        checked += 1
+        try:
+            design = evaluator.design(d)
+        except ConfigError as exc:
+            reasons[exc.problem] = reasons.get(exc.problem, 0) + 1
+            continue
+        found = [f"{k}: {r}" if len(objective.pairs) > 1 else r
+                 for k, model, _ in objective.pairs for r in evaluator.feasibility(design, model)]
+        if not found:
+            return
+        reasons[found[0]] = reasons.get(found[0], 0) + 1
+    if checked:
+        top = max(reasons, key=reasons.get)
+        raise ConfigError(f"every design checked is infeasible ({checked} of {size:,}, evenly spread); most common "
+                          f"reason ({reasons[top]}x): {top}", file=spec.file, key="search_space")
+
+
+def run_study(
+    spec: StudySpec,
+    opts: RunOptions = RunOptions(),
+    *,
+    evaluator: Evaluator | None = None,
+    on_trial: Callable[[optuna.Study, FrozenTrial, TrialReport | None], None] | None = None,
+    poll: Callable[[optuna.Study], None] | None = None,
+    on_start: Callable[[optuna.Study], None] | None = None,
+) -> tuple[optuna.Study, RunSummary]:
+    """Run (or resume) a study with ``opts.workers`` local workers; returns the study and a summary.
+
+    With one worker everything runs in this process and ``on_trial`` is called after each trial. With several,
+    worker processes are spawned on the same storage and ``poll(study)`` is called about once a second.
+    ``on_start(study)`` is called once everything is validated and the study is open (before any trial).
+    """
+    spec = apply_options(spec, opts)
+    t0 = time.perf_counter()
+    evaluator = check_study(spec, evaluator)
     study = open_study(spec, storage_options=opts.storage_options)
+    if on_start is not None:
+        on_start(study)
     before = count_finished(study)
     n_existing = len(study.get_trials(deepcopy=False))
     if opts.workers <= 1:

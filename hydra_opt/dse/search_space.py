@@ -26,7 +26,9 @@ The result of :meth:`SearchSpace.suggest` is a plain *design dict* in the ``Desi
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ __all__ = [
     "load_search_space",
     "parse_search_space",
     "ENCODINGS",
+    "design_key",
 ]
 
 #: Composition encodings (see the module docstring).
@@ -67,6 +70,11 @@ _SCALAR_KEYS: dict[str, type] = {
 }
 
 _PACKAGE_KEYS = ("grid_w", "grid_h", "slot_area_mm2")
+
+
+def design_key(design: Mapping[str, Any]) -> str:
+    """A short stable hash of a design dict (identical designs share it; studies and sweeps key trials by it)."""
+    return hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,12 @@ from typing import Any
 
 from hydra_opt.config import ConfigError, Node, load_yaml
 from hydra_opt.dse.evaluators import Evaluator, HydraEvaluator
-from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
+from hydra_opt.dse.objectives import SLO_METRICS, DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 from hydra_opt.dse.plan import PLANS
 from hydra_opt.dse.samplers import SamplerSpec
-from hydra_opt.dse.search_space import SearchSpace, load_search_space, parse_search_space
+from hydra_opt.dse.search_space import SearchSpace, design_key, load_search_space, parse_search_space
 from hydra_opt.dse.storages import check_url, sqlite_url_for
+from hydra_opt.dse.sweep import SweepSpec, parse_sweep
 
 __all__ = [
     "StudySpec",
@@ -89,6 +90,8 @@ class StudySpec:
         design_overrides: The study's ``design_overrides:`` block (``max_batch``, ``batching``, ``scheduler``,
             ``placement`` given to every design before it is evaluated).
         evaluator: ``"module:callable"`` building the evaluator (default: the real estimator + simulator).
+        exhaustive: The ``exhaustive:`` block: the study is a sweep of a fixed design list
+            (:mod:`hydra_opt.dse.sweep`) instead of a sampled search; None for a search.
     """
 
     name: str
@@ -112,6 +115,7 @@ class StudySpec:
     evaluator: str = ""
     scenario: Mapping[str, Any] | None = None
     design_overrides: Mapping[str, Any] | None = None
+    exhaustive: SweepSpec | None = None
 
     @property
     def pair_keys(self) -> list[str]:
@@ -128,6 +132,9 @@ class StudySpec:
                           sorted(self.space.package.items())],
                 "objectives": [m.name for m in self.objectives.metrics],
                 "aggregate": self.objectives.aggregate,
+                # SLO-based metrics change with the SLO (key absent otherwise: older fingerprints stay valid).
+                **({"slo": self.objectives.slo.to_dict()} if any(
+                    m.name in SLO_METRICS for m in self.objectives.needed()) else {}),
             },
             sort_keys=True,
             default=str,
@@ -137,8 +144,10 @@ class StudySpec:
     def make_evaluator(self) -> Evaluator:
         """The evaluator named by ``evaluator`` (default :class:`~hydra_opt.dse.evaluators.HydraEvaluator`)."""
         if not self.evaluator:
+            obj = self.objectives
             return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file,
-                                  scenario=self.scenario, design_overrides=self.design_overrides)
+                                  scenario=self.scenario, design_overrides=self.design_overrides, slo=obj.slo,
+                                  capacity=obj.capacity if obj.needs_capacity else None)
         mod, _, attr = self.evaluator.partition(":")
         try:
             factory = getattr(importlib.import_module(mod), attr)
@@ -161,11 +170,6 @@ class StudySpec:
 def _ref_label(ref: Any) -> str:
     """A model/workload reference as text: a name or path as given, an object by its ``name``."""
     return ref if isinstance(ref, str) else str(getattr(ref, "name", ref))
-
-
-def design_key(design: Mapping[str, Any]) -> str:
-    """A short stable hash of a design dict (identical designs share it)."""
-    return hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def load_study_spec(path: str | os.PathLike[str]) -> StudySpec:
@@ -209,10 +213,22 @@ def parse_study_spec(root: Node) -> StudySpec:
     if sampler.needs_static_space and space.encoding == "conditional" and not space.encoding_explicit:
         # Samplers that model a fixed space cannot use conditional (dynamic-range) parameters well.
         space = space.with_encoding("stick_breaking")
-    if sampler.is_grid:
+    sweep = parse_sweep(root.get("exhaustive")) if root.has("exhaustive") else None
+    if sweep is not None:
+        for key in ("sampler", "pruner"):
+            if root.has(key):
+                raise root.error("does not apply to an exhaustive sweep (it simulates a fixed design list; "
+                                 "drop the key)", key=key, value=root.get(key).data)
+    if sampler.is_grid or sweep is not None:
         space = space.with_encoding("enumerated")
     pruner = _parse_pruner(root)
     budget = _parse_budget(root, space)
+    if sweep is not None:
+        extra = sorted(set(root.get("budget").data) - {"timeout_s"}) if root.has("budget") else []
+        if extra:
+            raise ConfigError("an exhaustive sweep's trials are its designs (exhaustive.simulate): only "
+                              "budget.timeout_s applies", file=root.file, key="budget", value=extra)
+        budget["n_trials"] = None
     storage = _parse_storage(root, base)
 
     from hydra_opt.dse.artifacts import safe_name
@@ -234,7 +250,7 @@ def parse_study_spec(root: Node) -> StudySpec:
     root.done(
         ["kind", "name", "description", "model", "models", "workload", "workloads", "pairs", "search_space",
          "objectives", "sampler", "pruner", "budget", "storage", "artifacts", "seed", "estimate", "simulate",
-         "scenario", "design_overrides", "evaluator"]
+         "scenario", "design_overrides", "evaluator", "exhaustive"]
     )
     if not evaluator:  # the real evaluator's run description: checked here, so `validate` reports it too
         from hydra_opt.dse.evaluators import resolve_run
@@ -244,7 +260,7 @@ def parse_study_spec(root: Node) -> StudySpec:
         name=name, file=root.file, pairs=tuple(pairs), space=space, objectives=objectives, sampler=sampler,
         pruner=pruner, **budget, storage=storage, artifact_dir=artifact_dir,
         seed=seed, sim_seed=sim_seed, estimate_options=est_opts, simulate_options=sim_opts or None,
-        evaluator=evaluator, scenario=scenario, design_overrides=overrides,
+        evaluator=evaluator, scenario=scenario, design_overrides=overrides, exhaustive=sweep,
     )
 
 

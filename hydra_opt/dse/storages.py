@@ -41,6 +41,7 @@ __all__ = [
     "redact_url",
     "is_rdb_url",
     "sqlite_url_for",
+    "require_existing",
     "repair_journal_tail",
     "SCHEMES",
 ]
@@ -285,3 +286,39 @@ def make_storage(url: str, options: StorageOptions | None = None) -> optuna.stor
             f"could not be opened: {scrub_secret(redact_url(str(exc)), url).splitlines()[0][:200]}", key="storage",
             value=redact_url(url),
         ) from None
+
+
+def require_existing(url: str, *, key: str = "--storage") -> None:
+    """Refuse a storage that does not exist yet, without creating it (read-only commands: ``report``, ``recover``).
+
+    A missing SQLite or journal file, or a database server without Optuna's tables, is a :class:`ConfigError`
+    (opening it with Optuna would create an empty storage). Redis is not checked: reading creates nothing there.
+    """
+    check_url(url, key=key)
+    scheme = _scheme(url)
+    shown = redact_url(url)
+    if scheme == "journal" or (scheme == "sqlite" and ":///" in url):
+        path = url.split("://", 1)[1] if scheme == "journal" else url.split(":///", 1)[1].split("?", 1)[0]
+        if path and path != ":memory:" and not Path(path).is_file():
+            raise ConfigError("does not exist (no such file; read-only commands never create a storage)",
+                              file="<cli>", key=key, value=shown)
+        return
+    if not is_rdb_url(url):
+        return
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(with_driver(url), pool_pre_ping=True)
+        try:
+            has = sqlalchemy.inspect(engine).has_table("studies")
+        finally:
+            engine.dispose()
+    except ImportError as exc:
+        raise ConfigError(f"needs a database driver that is not installed: {exc.name}", file="<cli>", key=key,
+                          value=shown) from None
+    except Exception as exc:  # noqa: BLE001 - a connection problem is a user-facing storage error
+        raise ConfigError(f"could not be opened: {scrub_secret(redact_url(str(exc)), url).splitlines()[0][:200]}",
+                          file="<cli>", key=key, value=shown) from None
+    if not has:
+        raise ConfigError("holds no Optuna storage (no 'studies' table; read-only commands never create one)",
+                          file="<cli>", key=key, value=shown)

@@ -171,7 +171,7 @@ def run_workload(model_key: str, workload: str, *, screen: int | None, n_strat: 
     """Screen, select, simulate one (model, workload) pair (module docstring, steps 1–2)."""
     from hydra_opt.dse.exhaustive import run_exhaustive
     from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
-    from hydra_opt.dse.study import load_study_spec
+    from hydra_opt.dse.spec import load_study_spec
 
     spec = load_study_spec(study_file(model_key, paths))
     model = spec.pairs[0][0]
@@ -207,7 +207,7 @@ def compare_artifact(model_key: str, workload: str, *, n_designs: int, horizon_s
     bandwidth, then prefill slowed to the published TTFT): a measured account of where an offset comes from.
     None when the artifact has no front for the pair, or the shared data folder of ``paths`` does not hold it.
     """
-    from hydra_opt.dse.study import load_study_spec
+    from hydra_opt.dse.spec import load_study_spec
 
     paths = paths or ExperimentPaths.default()
     spec = load_study_spec(study_file(model_key, paths))

@@ -132,7 +132,8 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, study: str | Pa
     from hydra_opt.dse.evaluators import HydraEvaluator
     from hydra_opt.dse.exhaustive import run_exhaustive
     from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
-    from hydra_opt.dse.study import RunOptions, load_study_spec, run_study
+    from hydra_opt.dse.runner import RunOptions, run_study
+    from hydra_opt.dse.spec import load_study_spec
     from hydra_opt.evaluate.estimator import roofline_estimate
 
     t_start = time.perf_counter()

@@ -11,6 +11,11 @@ The policies work on plain state — a FIFO of waiting request ids, per-request 
   ``token_budget`` and their memory (prompt KV pages + SSM state) fits. KV grows one page at a time during decode; if a page cannot be
   allocated the running request with the fewest generated tokens is preempted (memory freed, request re-queued,
   recomputed on resume) — vLLM-style [HYDRA ref. 16].
+* **Chunked prefill** (:class:`ChunkedBatcher`, Sarathi-Serve / vLLM's default): a batch runs one pass at a time
+  that carries both phases under a per-pass token budget: first every running decode (one token each), then
+  prefill chunks of the admitted-but-not-yet-prefilled requests in admission order, then newly admitted requests
+  while budget is left (:func:`plan_chunks`). A prompt longer than the budget is spread over several passes; its
+  first token comes with the pass of its last chunk. Memory as in continuous batching.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["PagedMemory", "StaticBatcher", "ContinuousBatcher"]
+__all__ = ["PagedMemory", "StaticBatcher", "ContinuousBatcher", "ChunkedBatcher", "plan_chunks"]
 
 
 class PagedMemory:
@@ -219,4 +224,52 @@ class ContinuousBatcher:
             queue.popleft()
             members.append(rid)
             pass_tokens += new
+        return members
+
+
+def plan_chunks(remaining: Sequence[int], budget: int) -> list[int]:
+    """Chunk sizes of one chunked-prefill pass: in order, ``min(remaining, budget left)``; 0 once it is spent.
+
+    Args:
+        remaining: Prefill tokens each prefilling request still needs, in admission order.
+        budget: Tokens left in the pass after its decodes.
+    """
+    out = []
+    left = int(budget)
+    for r in remaining:
+        q = min(int(r), left) if left > 0 else 0
+        out.append(q)
+        left -= q
+    return out
+
+
+class ChunkedBatcher:
+    """Chunked prefill: admission at pass boundaries while the pass's token budget has room.
+
+    Args:
+        max_batch: Maximum requests in one batch.
+        token_budget: Tokens of one pass (decodes + prefill chunks).
+        first_pass_tokens: ``rid -> (prefill tokens, context tokens to hold)`` if admitted now.
+    """
+
+    refills = True
+
+    def __init__(
+        self, max_batch: int, token_budget: float, first_pass_tokens: Callable[[int], tuple[int, int]]
+    ) -> None:
+        self.max_batch = int(max_batch)
+        self.token_budget = int(token_budget)
+        self.first_pass_tokens = first_pass_tokens
+
+    def refill(self, members: list[int], room: int, queue: deque[int], mem: PagedMemory) -> list[int]:
+        """Admit from the head of ``queue`` while ``room`` pass tokens are left (each admitted request's prefill
+        uses up to its prompt of it), the batch has fewer than ``max_batch`` members and its memory fits."""
+        while queue and room > 0 and len(members) < self.max_batch:
+            rid = queue[0]
+            new, hold = self.first_pass_tokens(rid)
+            if not mem.ensure(rid, hold):
+                break
+            queue.popleft()
+            members.append(rid)
+            room -= new
         return members

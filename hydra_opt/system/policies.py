@@ -8,8 +8,9 @@ from __future__ import annotations
 
 __all__ = ["BATCHINGS", "DYNAMIC_SCHEDULERS", "PLACEMENTS", "POLICY_CHOICES", "SCHEDULERS", "scheduler_code"]
 
-#: Request batching: ``static`` (a batch starts full and runs to completion) or ``continuous`` (iteration-level).
-BATCHINGS: tuple[str, ...] = ("static", "continuous")
+#: Request batching: ``static`` (a batch starts full and runs to completion), ``continuous`` (iteration-level) or
+#: ``chunked`` (continuous with chunked prefill: one pass carries decodes and prefill chunks within the token budget).
+BATCHINGS: tuple[str, ...] = ("static", "continuous", "chunked")
 #: Task schedulers (``hydra_opt.runtime.scheduling``): the static mapping Ω, FCFS, work stealing, elastic Ω.
 SCHEDULERS: tuple[str, ...] = ("static", "fcfs", "worksteal", "elastic")
 #: Schedulers that move work between chiplets of a type at run time (the estimator balances their loads).

@@ -109,6 +109,26 @@ def prefill_agg(stats: LengthStats, batch) -> np.ndarray:
     return np.stack([np.ones_like(b), b, b * stats.prompt_mean_tok, z, b * stats.prompt_sq_mean_tok2, z], axis=-1)
 
 
+def chunked_prefill_agg(stats: LengthStats, batch: float, chunk_tok: float) -> tuple[np.ndarray, float]:
+    """Expected aggregates of the prefill chunks ``batch`` prompts contribute to passes when each pass has
+    ``chunk_tok`` prefill tokens (chunked prefill), and the mean number of chunks (passes) per prompt.
+
+    A prompt of P tokens is cut into ``n = ⌈P/C⌉`` chunks (``C`` tokens, the last the rest ``r``); chunk ``k``
+    attends to the ``(k−1)·C`` tokens before it, so per prompt ``Σq = P``, ``Σq² = (n−1)C² + r²``,
+    ``Σq·c = C²(n−1)(n−2)/2 + r(n−1)C``, ``Σc = C·n(n−1)/2`` and ``n`` rows — over the sampled prompts.
+    """
+    c = max(float(chunk_tok), 1.0)
+    p = np.maximum(stats.prompt_tok.astype(np.float64), 1.0)
+    n = np.ceil(p / c)
+    r = p - (n - 1.0) * c
+    sq = (n - 1.0) * c * c + r * r
+    qc = c * c * (n - 1.0) * (n - 2.0) / 2.0 + r * (n - 1.0) * c
+    sc = c * n * (n - 1.0) / 2.0
+    b = float(batch)
+    agg = np.array([1.0, b * n.mean(), b * p.mean(), b * qc.mean(), b * sq.mean(), b * sc.mean()])
+    return agg, float(n.mean())
+
+
 def decode_agg(stats: LengthStats, batch) -> np.ndarray:
     """Expected aggregate vector of one decode pass over ``batch`` requests (``batch`` may be an array)."""
     b = np.asarray(batch, dtype=np.float64)

@@ -263,6 +263,8 @@ def cycle_plan(prep: Prepared, batching: str, b: int, token_budget: float) -> di
             admits=float(b),
             passes=1.0 + float(ls[0]),
         )
+    if batching == "chunked":
+        return _chunked_plan(st, b, token_budget)
     # Continuous: a full batch of b members; in steady state a request spends 1 pass in prefill and S̄ in decode,
     # so a pass carries b/(1+S̄) new prompts, capped by the token budget (Σq ≤ budget).
     k_p = b / (1.0 + st.decode_steps_mean)
@@ -276,6 +278,30 @@ def cycle_plan(prep: Prepared, batching: str, b: int, token_budget: float) -> di
         tokens=float(b) * 1.0 if k_d > 0 else k_p,
         admits=k_p,
         passes=1.0,
+    )
+
+
+def _chunked_plan(st, b: int, token_budget: float) -> dict:
+    """Chunked prefill: one pass carries the batch's k_d decodes and k_p prompts' worth of prefill chunks, with
+    ``k_d + k_p·P̄ ≤ budget`` (the decodes go first); a request spends n̄ (mean chunks) passes prefilling and S̄
+    decoding, so k_p = b/(n̄ + S̄) at a full batch; each pass gives the prefill ``budget − k_d`` tokens."""
+    n_ch = 1.0
+    k_p = b / (1.0 + st.decode_steps_mean)
+    for _ in range(4):  # the chunk size depends on k_d, the chunk count on the chunk size: a short fixed point
+        k_d = max(float(b) - k_p * n_ch, 0.0)
+        _, n_ch = cap.chunked_prefill_agg(st, 1.0, max(token_budget - k_d, 1.0))
+        k_p = min(b / (n_ch + st.decode_steps_mean),
+                  max((token_budget - k_d) / max(st.prompt_mean_tok, 1.0), 1.0 / max(1.0, b)), float(b))
+    k_d = max(float(b) - k_p * n_ch, 0.0)
+    pre_agg, n_ch = cap.chunked_prefill_agg(st, k_p, max(token_budget - k_d, 1.0))
+    return dict(
+        pre_agg=pre_agg,
+        dec_aggs=cap.decode_agg(st, np.array([k_d])),
+        dec_w=np.array([1.0]),
+        tokens=k_d + k_p if k_d > 0 else k_p,
+        admits=k_p,
+        passes=1.0,
+        chunk_passes=n_ch,
     )
 
 
@@ -335,6 +361,7 @@ class DesignInputs:
     feasible: np.ndarray  # (D,) bool
     type_names: list  # names by type id
     lend_gain: np.ndarray | None = None  # (D,) cycle-rate gain of elastic cross-phase lending (1 = off)
+    chunk_extra: np.ndarray | None = None  # (D,) chunked prefill: passes before the first token beyond one
 
 
 def _counts(design) -> list[tuple[str, int]]:
@@ -491,6 +518,7 @@ def design_inputs(design, prep: Prepared, options: EstimatorOptions | None = Non
         mem_limited=np.array([nbat < max_batches]),
         feasible=np.array([nbat >= (1.0 if batching == "static" else 1.0 / b) and ns > 0]),
         type_names=type_names,
+        chunk_extra=np.array([max(plan.get("chunk_passes", 1.0) - 1.0, 0.0)]),
     )
 
 
@@ -790,6 +818,9 @@ def solve(inp: DesignInputs, prep: Prepared, options: EstimatorOptions | None = 
         # low-occupancy states are that same wait, so only continuous batching adds the stochastic queueing.
         if prep.scenario.ttft_from == "arrival" and np.isfinite(ttft[i]) and not inp.static_batching[i]:
             ttft[i] += wait[i]
+    if inp.chunk_extra is not None and np.any(inp.chunk_extra > 0):
+        # Chunked prefill: a prompt's first token comes with its last chunk, n̄ − 1 passes after its first one.
+        ttft = np.where(np.isfinite(ttft), ttft + inp.chunk_extra * cycle_time, ttft)
     ttft = np.where(inp.feasible, ttft, np.inf)
     thr = np.where(inp.feasible, thr, 0.0)
     util = demand * x[:, None]

@@ -222,7 +222,7 @@ class _Design:
     """One design's inputs at chiplet-type level (the fields of ``core.DesignInputs`` the solver needs)."""
 
     __slots__ = ("counts", "names", "cols", "orders", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch",
-                 "tokens", "admits", "passes", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
+                 "tokens", "admits", "passes", "chunk_extra", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
 
 
 def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design | None:
@@ -265,9 +265,10 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
 
     def plan_scalars():
         p = core.cycle_plan(prep, batching, b, budget)
-        return float(p["tokens"]), float(p["admits"]), float(p["passes"])
+        return float(p["tokens"]), float(p["admits"]), float(p["passes"]), max(p.get("chunk_passes", 1.0) - 1.0, 0.0)
 
-    out.tokens, out.admits, out.passes = _cached(("plan", id(prep), batching, b), plan_scalars, prep)
+    out.tokens, out.admits, out.passes, out.chunk_extra = _cached(("plan", id(prep), batching, b, budget), plan_scalars,
+                                                                  prep)
     gw, gh = int(design.grid_w), int(design.grid_h)
     mem_bw = float(mem.bw_gbps)
     # core.hbm_port_cap_gbps: Σ over the ring memories of min(interface, reach × link) (numpy's sum).
@@ -581,6 +582,8 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
         wait = float((pi * queue).sum()) / lam_u * (1.0 + ex["service_scv"]) / 2.0 if lam > 0 else 0.0
         if prep.scenario.ttft_from == "arrival" and math.isfinite(ttft) and not static_b:
             ttft += wait
+    if di.chunk_extra > 0 and math.isfinite(ttft):
+        ttft += di.chunk_extra * cycle_time  # core.solve: chunked prefill's passes before the first token
     if not di.feasible:
         ttft, thr = _INF, 0.0
     util = [dm * x for dm in demand]

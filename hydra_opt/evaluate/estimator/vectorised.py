@@ -22,7 +22,7 @@ __all__ = ["estimate_space", "space_arrays"]
 
 _FIELDS = ("pre_t", "dec_t", "pre_ref", "dec_ref", "dec1", "pre1")
 _SCALARS = ("mem_bytes_cycle", "hbm_cap_bps", "batches", "batch", "tokens_cycle", "admits_cycle", "passes_cycle",
-            "mem1_pass", "memb_pass")
+            "mem1_pass", "memb_pass", "chunk_extra")
 
 
 def _one_inputs(d, prep: core.Prepared, opts: EstimatorOptions, lib, stacks: dict) -> tuple:
@@ -40,7 +40,7 @@ def _one_inputs(d, prep: core.Prepared, opts: EstimatorOptions, lib, stacks: dic
         one = core.design_inputs(d, prep, opts, library=lib)
         times = np.stack([getattr(one, k)[0] for k in _FIELDS])
         names = [one.type_names[t] for t in one.type_id[0]]
-        scal = tuple(float(getattr(one, k)[0]) for k in _SCALARS)
+        scal = tuple(float(getattr(one, k)[0]) for k in _SCALARS)  # chunk_extra: always set by design_inputs
         gain = float(one.lend_gain[0]) if one.lend_gain is not None else 1.0
         return times, names, scal, gain, (bool(one.static_batching[0]), bool(one.mem_limited[0]),
                                           bool(one.feasible[0]))
@@ -49,7 +49,8 @@ def _one_inputs(d, prep: core.Prepared, opts: EstimatorOptions, lib, stacks: dic
         hit = stacks[id(di.cols)] = (di.cols, np.array(di.cols, dtype=np.float64).transpose(1, 2, 0))
     times = np.repeat(hit[1], di.counts, axis=2)
     names = [name for name, c in zip(di.names, di.counts) for _ in range(c)]
-    scal = (di.mem_bytes, di.hbm_bps, di.batches, di.batch, di.tokens, di.admits, di.passes, di.mem1, di.memb)
+    scal = (di.mem_bytes, di.hbm_bps, di.batches, di.batch, di.tokens, di.admits, di.passes, di.mem1, di.memb,
+            di.chunk_extra)
     return times, names, scal, di.gain, (di.static_batching, di.mem_limited, di.feasible)
 
 

@@ -10,7 +10,7 @@ cdef double _INF
 
 
 cdef class _Part:
-    cdef public object batch, phase, rids, epochs, family, mem_xy, seg, omap
+    cdef public object batch, phase, rids, epochs, family, mem_xy, seg, omap, qs
     cdef public tuple res
     cdef public double[::1] vals
     cdef public Py_ssize_t block, prev_chip, chip, end
@@ -24,7 +24,7 @@ cdef class Engine:
     cdef public object first_t, flow_task, gen, heap, hook_cache, hooks, hopm, max_batch, max_batches
     cdef public object mem, mem_int, mesh, model, n, n_arrived, n_done, n_rejected, net, next_bid, npre, opt, out
     cdef public object port_bw, port_res, preempt_events, prompt, queue, res_path, run_task, running, sched, scn, seg_end
-    cdef public object sharing, stage, static_map, status, sys, token_n, token_t, view, where
+    cdef public object sharing, stage, static_map, status, sys, token_n, token_t, view, where, pdone
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
     cdef public double[::1] busy_s, link_bytes
@@ -49,6 +49,7 @@ cdef class Engine:
     cdef public Py_ssize_t R_IO
     cdef public bint stealing
     cdef public bint continuous
+    cdef public bint chunked
     cdef public bint arrivals_done
     cdef public bint _net_changed
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hydra_opt.evaluate.opcost import task_energy_j
-from hydra_opt.runtime.batching import ContinuousBatcher, PagedMemory, StaticBatcher
+from hydra_opt.runtime.batching import ChunkedBatcher, ContinuousBatcher, PagedMemory, StaticBatcher, plan_chunks
 from hydra_opt.runtime.scheduling import ChipletView, StaticScheduler, TaskScheduler
 from hydra_opt.workload.cost import COST_FIELDS, BlockCost
 
@@ -72,7 +72,7 @@ class _Part:
     """
 
     __slots__ = ("batch", "phase", "rids", "vals", "block", "prev_chip", "epochs", "family", "mem_xy", "chip",
-                 "start", "cs_open", "flow_open", "res", "nbytes", "end", "seg", "omap")
+                 "start", "cs_open", "flow_open", "res", "nbytes", "end", "seg", "omap", "qs")
 
     def __init__(self, batch, phase, rids, vals, seg, omap):
         self.batch = batch
@@ -81,6 +81,7 @@ class _Part:
         self.vals = vals  # flat (rows × blocks) pass coefficients: row k of block b at k * n_blocks + b
         self.seg = seg  # the engine's seg_end list of this phase
         self.omap = omap  # the static scheduler's chiplet per block for this phase (None: ask the scheduler)
+        self.qs = None  # chunked prefill: each request's chunk tokens (None: whole prompts)
         self.block = 0
         self.prev_chip = -1
         self.chip = -1
@@ -291,8 +292,14 @@ class Engine:
         self.mem_t = 0.0
 
         # --- batching -------------------------------------------------------------------------------------------
-        self.continuous = batching == "continuous"
-        if self.continuous:
+        self.continuous = batching in ("continuous", "chunked")  # chunked shares continuous admission/memory
+        self.chunked = batching == "chunked"
+        if self.chunked:
+            self.batcher = ChunkedBatcher(
+                self.max_batch, scenario.token_budget, lambda r: (self.prompt[r] + self.gen[r], self.prompt[r] + self.gen[r])
+            )
+            self.batcher.form = self._form_empty
+        elif self.continuous:
             self.batcher = ContinuousBatcher(
                 self.max_batch, scenario.token_budget, lambda r: (self.prompt[r] + self.gen[r], self.prompt[r] + self.gen[r])
             )
@@ -310,6 +317,7 @@ class Engine:
         self.admit_t = [_INF] * n
         self.finish_t = [_INF] * n
         self.npre = [0] * n
+        self.pdone = [0] * n  # chunked prefill: context tokens already prefilled (reset on preemption)
         self.stage = [0] * n  # 0 needs prefill, 1 prefill in flight, 2 decoding
         self.epoch = [0] * n  # bumped on preemption
         self.run_task: list[_Part | None] = [None] * self.nc
@@ -569,7 +577,7 @@ class Engine:
             for b in list(self.batches.values()):
                 if not queue:
                     return
-                if b.pre is None and len(b.members) < self.max_batch:
+                if b.pre is None and len(b.members) < self.max_batch and (b.dec is None or not self.chunked):
                     self._start_prefill(b)
         while queue and len(self.batches) < self.max_batches:
             members = self.batcher.form(queue, self.mem)
@@ -610,6 +618,7 @@ class Engine:
         self.status[v] = QUEUED
         self.where[v] = -1
         self.stage[v] = 0
+        self.pdone[v] = 0
         self.epoch[v] += 1  # any pass in flight with v no longer counts it
         self.npre[v] += 1
         self.preempt_events += 1
@@ -646,6 +655,10 @@ class Engine:
         """Start the batch's prefill stream if idle (continuous: after admitting from the queue)."""
         if b.pre is not None:
             return
+        if self.chunked:
+            if b.dec is None:
+                self._start_pass(b)
+            return
         stage, prompt, gen = self.stage, self.prompt, self.gen
         if self.continuous and self.queue and len(b.members) < self.max_batch:
             pending = sum(prompt[r] + gen[r] for r in b.members if stage[r] == 0)
@@ -667,7 +680,7 @@ class Engine:
 
     def _start_decode(self, b: _Batch) -> None:
         """Start the batch's decode stream if idle: one pass over every decoding member."""
-        if b.dec is not None:
+        if b.dec is not None or self.chunked:
             return
         stage = self.stage
         if self.continuous:
@@ -675,8 +688,11 @@ class Engine:
                 if self.where[r] == b.bid and stage[r] == 2:
                     self._ensure(r)
         rids = [r for r in b.members if stage[r] == 2]
-        if not rids:
-            return
+        if rids:
+            self._decode_part(b, rids)
+
+    def _decode_part(self, b: _Batch, rids: list[int]) -> None:
+        """Dispatch one decode pass over ``rids`` (one new token each, at its own context)."""
         cap = self.model.max_context
         prompt, gen = self.prompt, self.gen
         cs = [min(prompt[r] + gen[r] - 1, cap) for r in rids]
@@ -687,6 +703,39 @@ class Engine:
         part.epochs = [self.epoch[r] for r in rids]
         b.dec = part
         self._dispatch(part)
+
+    def _start_pass(self, b: _Batch) -> None:
+        """Chunked prefill: start the batch's next pass (no pass of it in flight): every decode, then prefill chunks
+        of the prefilling members and of newly admitted requests within ``token_budget`` (runtime.batching)."""
+        stage, prompt, gen, pdone = self.stage, self.prompt, self.gen, self.pdone
+        for r in [r for r in b.members if stage[r] == 2]:
+            if self.where[r] == b.bid and stage[r] == 2:
+                self._ensure(r)
+        dec = [r for r in b.members if stage[r] == 2]
+        left = self.batcher.token_budget - len(dec)
+        room = left - sum(prompt[r] + gen[r] - pdone[r] for r in b.members if stage[r] == 0)
+        if self.queue and room > 0 and len(b.members) < self.max_batch:
+            before = len(b.members)
+            self.batcher.refill(b.members, room, self.queue, self.mem)
+            for r in b.members[before:]:
+                self._admit(r, b)
+        pre = [r for r in b.members if stage[r] == 0]
+        qs = plan_chunks([prompt[r] + gen[r] - pdone[r] for r in pre], left)
+        pre, qs = [r for r, q in zip(pre, qs) if q > 0], [q for q in qs if q > 0]
+        if pre:
+            cap = self.model.max_context
+            cs = [min(pdone[r], cap) for r in pre]
+            agg = np.array([1.0, len(pre), float(sum(qs)), float(sum(q * c for q, c in zip(qs, cs))),
+                            float(sum(q * q for q in qs)), float(sum(cs))])
+            for r in pre:
+                stage[r] = 1
+            part = _Part(b, "prefill", pre, self._pass_vals(agg), self.seg_end["prefill"], self._omap("prefill"))
+            part.qs = qs
+            part.epochs = [self.epoch[r] for r in pre]
+            b.pre = part
+            self._dispatch(part)
+        if dec:
+            self._decode_part(b, dec)
 
     def _pass_vals(self, agg: np.ndarray):
         """Every coefficient row priced at a pass's aggregates, flat (row k of block b at ``k * nb + b``): a float
@@ -711,9 +760,16 @@ class Engine:
         emitted = 0
         gen, out, epoch, stage = self.gen, self.out, self.epoch, self.stage
         prefill = part.phase == "prefill"
-        for r, ep in zip(part.rids, part.epochs):
+        chunks = part.qs
+        for k, (r, ep) in enumerate(zip(part.rids, part.epochs)):
             if epoch[r] != ep:
                 continue  # preempted while the pass was in flight
+            if chunks is not None:  # chunked prefill: a token only with the prompt's last chunk
+                pd = self.pdone[r] + chunks[k]
+                self.pdone[r] = pd
+                if pd < self.prompt[r] + gen[r]:
+                    stage[r] = 0
+                    continue
             gen[r] += 1
             emitted += 1
             if prefill:
@@ -857,7 +913,10 @@ class Engine:
         """Compute time from a chiplet's own model (cached per block, phase, batch shape and context bucket)."""
         part = task
         prompt, gen = self.prompt, self.gen
-        if part.phase == "prefill":
+        if part.phase == "prefill" and part.qs is not None:
+            ctx = [self.pdone[r] for r in part.rids]
+            new = list(part.qs)
+        elif part.phase == "prefill":
             ctx = [0] * len(part.rids)
             new = [prompt[r] + gen[r] for r in part.rids]
         else:

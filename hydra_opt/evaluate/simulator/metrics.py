@@ -13,7 +13,7 @@ from hydra_opt.evaluate.simulator.engine import DONE, QUEUED, REJECTED, RUNNING,
 from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.evaluate.simulator.options import SimOptions
 
-__all__ = ["SimResult", "summarize"]
+__all__ = ["SimResult", "summarize", "measured", "request_ttft_s"]
 
 
 def _stats(x: np.ndarray) -> tuple[float, float, float, float]:
@@ -98,7 +98,7 @@ class SimResult:
             f"{self.window_s[1]:.2f} s; whole run {self.throughput_whole_run_tok_s:.2f} tok/s)",
             f"TTFT ({self.ttft_from:11s}) mean {self.ttft_mean_s:.4f} s  p50 {self.ttft_p50_s:.4f} s  "
             f"p90 {self.ttft_p90_s:.4f} s  p99 {self.ttft_p99_s:.4f} s",
-            f"TPOT              mean {self.tpot_mean_s * 1e3:.3f} ms  p99 {self.tpot_p99_s * 1e3:.3f} ms",
+            f"TPOT              mean {self.tpot_mean_s:.5f} s  p99 {self.tpot_p99_s:.5f} s",
             f"end-to-end        mean {self.e2e_mean_s:.4f} s  p99 {self.e2e_p99_s:.4f} s",
             f"requests          arrived {self.arrived_requests}  completed {self.completed_requests}  running "
             f"{self.running_requests}  queued {self.queued_requests}  rejected {self.rejected_requests}  "
@@ -109,7 +109,7 @@ class SimResult:
             f"link utilisation  mean {self.link_util_mean:.1%}  max {self.link_util_max:.1%}",
             f"HBM occupancy     mean {self.hbm_mean_frac:.1%}  peak {self.hbm_peak_frac:.1%} (of runtime capacity)",
             f"HBM bandwidth     " + "  ".join(f"{u:.0%}" for u in self.hbm_bw_util) + " (per memory chiplet)",
-            f"energy            {self.energy_j:.3f} J  ({self.energy_per_token_j * 1e3:.4f} mJ/token)",
+            f"energy            {self.energy_j:.3f} J  ({self.energy_per_token_j:.4g} J/token)",
         ]
         return "\n".join(lines)
 
@@ -153,8 +153,9 @@ def summarize(
                           seed=seed)
 
 
-def _summarize(raw: RawRun, scn: Scenario, options: SimOptions, *, design: str, model: str, workload: str,
-               seed: int) -> SimResult:
+def measured(raw: RawRun, scenario: Scenario) -> tuple[tuple[float, float], np.ndarray, bool]:
+    """The measurement window ``(t0, t1)`` (s), the mask of requests measured (arrived inside it; whole run: all
+    arrived) and whether the throughput uses the whole run instead (docs/metrics.md "Windows")."""
     end = raw.sim_end_s
     arr = raw.arrival_s
     arrived = np.arange(arr.size) < raw.n_arrived
@@ -163,20 +164,33 @@ def _summarize(raw: RawRun, scn: Scenario, options: SimOptions, *, design: str, 
         a0, a1 = float(arr[0]), float(arr[raw.n_arrived - 1])
     else:
         a0 = a1 = 0.0
-    t0 = a0 + scn.warmup_frac * (a1 - a0)
+    t0 = a0 + scenario.warmup_frac * (a1 - a0)
     t1 = min(a1, end)
+    whole = scenario.window == "whole_run"
+    in_win = arrived if whole else arrived & (arr >= t0) & (arr <= t1)
+    return (t0, t1), in_win, whole or t1 - t0 <= 0
+
+
+def request_ttft_s(raw: RawRun, scenario: Scenario) -> np.ndarray:
+    """Per-request TTFT under ``scenario.ttft_from`` (s; NaN without a first token)."""
+    if scenario.ttft_from == "arrival":
+        return raw.first_token_s - raw.arrival_s
+    return np.where(np.isfinite(raw.first_token_s), raw.first_batch_start_s, np.nan)
+
+
+def _summarize(raw: RawRun, scn: Scenario, options: SimOptions, *, design: str, model: str, workload: str,
+               seed: int) -> SimResult:
+    end = raw.sim_end_s
+    arr = raw.arrival_s
+    (t0, t1), in_win, whole_window = measured(raw, scn)
     whole = raw.tokens_emitted / end if end > 0 else math.nan
-    if scn.window == "whole_run" or t1 - t0 <= 0:
+    if whole_window:
         thr, win = whole, (0.0, end)
     else:
         sel = (raw.token_t > t0) & (raw.token_t <= t1)
         thr, win = float(raw.token_n[sel].sum()) / (t1 - t0), (t0, t1)
-    in_win = arrived if scn.window == "whole_run" else arrived & (arr >= t0) & (arr <= t1)
     has_ft = np.isfinite(raw.first_token_s)
-    if scn.ttft_from == "arrival":
-        ttft = (raw.first_token_s - arr)[in_win & has_ft]
-    else:
-        ttft = raw.first_batch_start_s[in_win & has_ft]
+    ttft = request_ttft_s(raw, scn)[in_win & has_ft]
     done = raw.status == DONE
     multi = done & (raw.output_tokens > 1)
     tpot = ((raw.finish_s - raw.first_token_s) / np.maximum(raw.output_tokens - 1, 1))[multi & in_win]

@@ -1,0 +1,86 @@
+"""SLO attainment, goodput and capacity from the estimator's queueing model (docs/estimator.md "SLO capacity").
+
+The estimator gives mean TTFT, its deterministic part (the prefill pipeline residence ``prefill_latency_s``) and
+the mean TPOT. Attainment assumes the TTFT is that deterministic part plus an exponential queueing delay (the
+waiting time of an M/G/1-like queue above its atom at zero, the shape the occupancy CTMC's waiting room has) and
+a deterministic TPOT: ``P(TTFT ≤ s) = 1 − exp(−(s − d)/(m − d))`` for ``s ≥ d``, ``d = min(prefill, m)``, and 0 if
+the TPOT bound is exceeded. Capacity is the same bracketing search as the simulator's, on estimates of the same
+request stream at scaled rates (no simulation: each evaluation is one estimate, milliseconds).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hydra_opt.evaluate.slo import DEFAULT_SLO, CapacityResult, Slo, capacity_search, mean_rate_per_s, scaled_requests
+from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
+from hydra_opt.evaluate.scenario import Scenario
+
+__all__ = ["estimated_slo", "estimated_capacity"]
+
+
+def _attainment(ttft_mean_s: float, det_s: float, tpot_s: float, slo: Slo) -> float:
+    if not (math.isfinite(ttft_mean_s) and math.isfinite(tpot_s)) or tpot_s > slo.tpot_s:
+        return 0.0
+    d = min(max(det_s, 0.0), ttft_mean_s) if math.isfinite(det_s) else ttft_mean_s
+    if slo.ttft_s < d:
+        return 0.0
+    spread = ttft_mean_s - d
+    return 1.0 if spread <= 0 else 1.0 - math.exp(-(slo.ttft_s - d) / spread)
+
+
+def estimated_slo(est: Estimate, slo: Slo = DEFAULT_SLO) -> dict[str, float]:
+    """``slo_attainment`` (fraction), ``goodput_tok_s`` (throughput × attainment, tokens/s) and ``ttft_p90_s`` (the
+    same TTFT model's 90th percentile, ``d + ln 10·(m − d)``, s) of one estimate."""
+    m = float(est.ttft_mean_s)
+    det = float(est.diagnostics.get("prefill_latency_s", m))
+    a = _attainment(m, det, float(est.tpot_mean_s), slo)
+    d = min(max(det, 0.0), m) if math.isfinite(det) else m
+    p90 = d + math.log(10.0) * (m - d) if math.isfinite(m) else math.inf
+    return {"slo_attainment": a, "goodput_tok_s": float(est.throughput_tok_s) * a, "ttft_p90_s": p90}
+
+
+def estimated_capacity(
+    design: Any,
+    model: Any,
+    workload: Any,
+    *,
+    scenario: Scenario | None = None,
+    options: EstimatorOptions | None = None,
+    slo: Slo = DEFAULT_SLO,
+    tolerance: float = 0.02,
+    max_runs: int = 30,
+    window_s: float | None = None,
+) -> CapacityResult:
+    """``capacity_req_s`` estimated: the largest mean rate at which the estimated attainment reaches
+    ``slo.attainment``, over the workload's request stream with scaled inter-arrival times (as the simulator's,
+    ``window_s`` too; the scenario's ``n_requests`` and fixed arrivals are applied first, as the simulator's
+    ``resolve_requests`` does)."""
+    import numpy as np
+
+    from hydra_opt.evaluate.estimator.core import estimate, resolve
+    from hydra_opt.workload.workload import Requests
+
+    opts = options or EstimatorOptions()
+    scn = scenario or Scenario()
+    design, model, workload = resolve(design, model, workload)
+    req = workload.requests(0 if opts.seed is None else opts.seed) if hasattr(workload, "requests") else workload
+    n = scn.n_requests
+    if n is not None:
+        req = Requests(req.arrival_s[:n], req.prompt_tokens[:n], req.output_tokens[:n])
+    if scn.arrival_interval_s is not None:
+        req = Requests(np.arange(len(req.arrival_s), dtype=np.float64) * scn.arrival_interval_s, req.prompt_tokens,
+                       req.output_tokens)
+    run_opts = EstimatorOptions(**{**opts.__dict__, "seed": None})
+    run_scn = scn.with_(n_requests=None, arrival_interval_s=None)
+    name = str(getattr(workload, "name", "workload"))
+    keep = []  # the estimator caches by object id: keep every scaled stream alive during the search
+
+    def attainment(rate: float) -> float:
+        s = scaled_requests(req, rate, name=name, window_s=window_s)
+        keep.append(s)
+        return estimated_slo(estimate(design, model, s, scenario=run_scn, options=run_opts), slo)["slo_attainment"]
+
+    return capacity_search(attainment, mean_rate_per_s(req.arrival_s), slo.attainment, tolerance=tolerance,
+                           max_runs=max_runs)

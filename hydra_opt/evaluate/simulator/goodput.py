@@ -1,0 +1,96 @@
+"""SLO attainment, goodput and capacity of simulated runs (definitions in docs/metrics.md "SLO, goodput, capacity").
+
+Outside the engine on purpose: a run's per-request arrays (``SimResult.raw``) give every SLO metric afterwards, so
+the hot loop and ``SimResult`` are untouched, and one run can be scored against several SLOs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from hydra_opt.workload.workload import Requests
+from hydra_opt.evaluate.slo import DEFAULT_SLO, CapacityResult, Slo, capacity_search, mean_rate_per_s, scaled_requests
+from hydra_opt.evaluate.simulator.engine import DONE
+from hydra_opt.evaluate.simulator.metrics import SimResult, measured, request_ttft_s
+from hydra_opt.evaluate.scenario import Scenario
+from hydra_opt.evaluate.simulator.options import SimOptions
+
+__all__ = ["slo_metrics", "simulated_capacity"]
+
+
+def slo_metrics(result: SimResult, slo: Slo = DEFAULT_SLO) -> dict[str, float]:
+    """SLO metrics of one simulated run (docs/metrics.md "SLO, goodput and capacity").
+
+    * ``slo_attainment`` (fraction): measured requests (arrived in the measurement window) meeting both bounds;
+      a measured request without a first token, or with more than one output token and not completed, by the
+      end of the run misses the SLO (no survivor bias).
+    * ``goodput_tok_s`` (tokens/s): ``throughput_tok_s`` × the output-token share of the measured requests that
+      met the SLO — the window throughput that SLO-meeting requests account for; equals the throughput when every
+      measured request meets the SLO.
+    """
+    raw = result.raw
+    rules = result.options.get("scenario", {})
+    scn = Scenario(**{k: rules[k] for k in ("ttft_from", "window", "warmup_frac") if k in rules})
+    _, in_win, _ = measured(raw, scn)
+    ttft = request_ttft_s(raw, scn)
+    out = raw.output_tokens
+    done = raw.status == DONE
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, np.where(done, (raw.finish_s - raw.first_token_s) / np.maximum(out - 1, 1), np.inf),
+                        np.nan)
+    met = slo.met(ttft, tpot) & in_win
+    n = int(in_win.sum())
+    tok = float(out[in_win].sum())
+    share = float(out[met].sum()) / tok if tok > 0 else math.nan
+    return {
+        "slo_attainment": float(met.sum() / n) if n else math.nan,
+        "goodput_tok_s": float(result.throughput_tok_s * share) if tok > 0 else 0.0,
+        "slo_met_requests": int(met.sum()),
+        "slo_measured_requests": n,
+    }
+
+
+def simulated_capacity(
+    design: Any,
+    model: Any,
+    workload: Any,
+    *,
+    seed: int = 0,
+    scenario: Scenario | None = None,
+    options: SimOptions | None = None,
+    slo: Slo = DEFAULT_SLO,
+    tolerance: float = 0.02,
+    max_runs: int = 14,
+    start_req_s: float | None = None,
+    window_s: float | None = None,
+    library: Any = None,
+) -> CapacityResult:
+    """``capacity_req_s`` by simulation: the largest mean request rate at which ≥ ``slo.attainment`` of the
+    measured requests meet the SLO.
+
+    Every run replays the workload's requests (``seed``, ``scenario.n_requests``) with inter-arrival times scaled
+    to the rate under test (common random numbers) and runs until every request is served (unless
+    ``scenario.horizon_s`` is set), so the same requests are measured at every rate (with ``window_s``: the
+    requests arriving within ``window_s`` of the first, a fixed-duration run); the search is
+    :func:`hydra_opt.evaluate.slo.capacity_search` from ``start_req_s`` (e.g. the estimator's capacity; bracketed
+    by factors of 1.25 then) or else the workload's own rate (factors of 2).
+    """
+    from hydra_opt.evaluate.simulator.driver import resolve_requests, simulate_design
+
+    scn = scenario or Scenario()
+    name, arr, prompt, out, _ = resolve_requests(workload, seed, scn)
+    base = Requests(arr, prompt, out)
+    run_scn = scn.with_(n_requests=None, arrival_interval_s=None)
+
+    def attainment(rate: float) -> float:
+        req = scaled_requests(base, rate, name=name, window_s=window_s)
+        res = simulate_design(design, model, req, seed=seed, scenario=run_scn, options=options, library=library)
+        a = slo_metrics(res, slo)["slo_attainment"]
+        return a if math.isfinite(a) else 0.0
+
+    start, factor = (start_req_s, 1.25) if start_req_s and math.isfinite(start_req_s) else (mean_rate_per_s(arr), 2.0)
+    return capacity_search(attainment, start, slo.attainment, tolerance=tolerance, max_runs=max_runs, factor=factor)
+
