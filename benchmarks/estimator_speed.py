@@ -7,10 +7,10 @@ Targets (issue #5): median ≤ 2 ms per single-design call; all 5,040 designs in
 Writes ``benchmarks/results/estimator_speed.md``. The machine's load is recorded next to the numbers (the
 project's machine has 2 cores shared by several jobs, which inflates every timing), and CPU time
 (``time.process_time``) is reported next to wall time. The single-design calls are first-time calls (each design
-once, after one warm-up call that prepares the workload). The first ``--n-ref`` designs are also run through the
-reference array path (``core.estimate_reference``): its median is printed for comparison and every field of the
-two results must agree (the count of disagreeing designs is printed; it must be 0). ``--others N`` adds the same
-single-design figures (first call and repeated call per design, reference-path check on 20 of them) for Mamba2,
+once, after one warm-up call that prepares the workload). (The reference array path this script compared with is
+gone: the estimator has one solver since issue 16 step 3; ``benchmarks/estimator_solver.py`` measures it and
+compares outputs across code versions.) ``--others N`` adds the same single-design figures (first call and repeated
+call per design) for Mamba2,
 Nemotron-H and continuous batching, N designs each, spread over the paper spaces' compositions.
 """
 
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     from hydra_opt.evaluate import Scenario
-    from hydra_opt.evaluate.estimator import core, estimate, space_arrays
+    from hydra_opt.evaluate.estimator import estimate, space_arrays
     from hydra_opt.system.space import paper_space
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
@@ -60,12 +60,6 @@ def main(argv=None) -> int:
         cpus.append(time.process_time() - c)
     times_ms = np.array(times) * 1e3
     cpu_ms = np.array(cpus) * 1e3
-    ref_cpu, n_diff = [], 0
-    for d in pick[: args.n_ref]:
-        c = time.process_time()
-        ref = core.estimate_reference(d, model, wl, scenario=opts)
-        ref_cpu.append(time.process_time() - c)
-        n_diff += ref.to_dict() != estimate(d, model, wl, scenario=opts).to_dict()
     lines = [
         "# Estimator speed",
         "",
@@ -80,12 +74,6 @@ def main(argv=None) -> int:
         f"min {times_ms.min():.2f} ms over {len(times_ms)} designs; CPU time median {np.median(cpu_ms):.2f} ms, "
         f"p90 {np.percentile(cpu_ms, 90):.2f} ms (target: median ≤ 2 ms)",
     ]
-    if ref_cpu:
-        lines.append(
-            f"* reference array path (`core.estimate_reference`, the pre-fast-path `estimate()`) on the first "
-            f"{len(ref_cpu)} of them: CPU time median {np.median(ref_cpu) * 1e3:.2f} ms; designs whose results differ "
-            f"from the fast path in any field: {n_diff}"
-        )
     print("\n".join(lines[-2:]), flush=True)
     if not args.skip_space:
         t = time.perf_counter()
@@ -113,7 +101,7 @@ def main(argv=None) -> int:
 def _others(n: int, horizon: float) -> list[str]:
     """Single-design medians for the other paper models and for continuous batching."""
     from hydra_opt.evaluate import Scenario
-    from hydra_opt.evaluate.estimator import core, estimate
+    from hydra_opt.evaluate.estimator import estimate
     from hydra_opt.system.space import paper_space
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
@@ -133,12 +121,10 @@ def _others(n: int, horizon: float) -> list[str]:
                 c = time.process_time()
                 estimate(d, model, wl, scenario=opts)
                 runs.append(time.process_time() - c)
-        n_diff = sum(core.estimate_reference(d, model, wl, scenario=opts).to_dict()
-                     != estimate(d, model, wl, scenario=opts).to_dict() for d in designs[:20])
         out.append(
             f"* {model_name} on {wl_name}, {policies.get('batching', 'static')} batching: first call median "
             f"{np.median(first) * 1e3:.2f} ms (p90 {np.percentile(first, 90) * 1e3:.2f} ms), repeated call median "
-            f"{np.median(again) * 1e3:.2f} ms; results differing from the reference path: {n_diff} of {min(20, n)}"
+            f"{np.median(again) * 1e3:.2f} ms"
         )
         print(out[-1], flush=True)
     return out

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import warnings
@@ -228,3 +229,12 @@ def test_several_pairs_aggregate_as_the_objectives_say() -> None:
     per_pair = t.user_attrs["est_pairs"]
     assert set(per_pair) == {"m1/w1", "m2/w2"}
     assert t.user_attrs["est_throughput_tok_s"] == min(p["throughput_tok_s"] for p in per_pair.values())
+
+
+def test_grid_sampler_over_the_enumerated_space() -> None:
+    space = SearchSpace.from_dict({**SPACE, "memory": {"count": [4, 6]}, "chiplets": {
+        "tscs_p": {"min": 1, "max": 21}, "tscs_d": [2, 3]}}).with_encoding("enumerated")
+    objective = _objective(search_space=space, pruner=False)
+    study = _optimize(objective, 100, sampler=optuna.samplers.GridSampler(space.grid(), seed=0))
+    designs = {json.dumps(t.user_attrs["design"], sort_keys=True) for t in study.trials}
+    assert len(study.trials) == space.size() == len(designs) == 2 * 2 * 2 * 3  # every design once, then stop

@@ -50,7 +50,7 @@ def test_quickstart_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     simulated = [t for t in study.trials if "sim_wall_s" in t.user_attrs]
     assert simulated, "the quickstart's warm-up promotes the first trials"
-    assert "throughput [tok/s]" in out and str(simulated[0].number) in out
+    assert "SLO capacity [req/s]" in out and str(simulated[0].number) in out  # the quickstart objective
 
 
 def test_python_space_then_read_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

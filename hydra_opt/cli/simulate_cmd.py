@@ -132,7 +132,8 @@ def _slo_lines(extra: dict) -> str:
              f"attainment {extra['slo_attainment']:.1%}, goodput {extra['goodput_tok_s']:.2f} tok/s"]
     if "capacity_req_s" in extra:
         b = extra["capacity_bracket_req_s"]
-        lines.append(f"SLO capacity      {extra['capacity_req_s']:.4g} req/s  ({len(extra['capacity_runs'])} runs, bracket "
+        lines.append(f"SLO capacity      {extra['capacity_req_s']:.4g} req/s  ({len(extra['capacity_runs'])} runs, "
+                     "bracket "
                      f"{b[0]:.4g}-{b[1] if b[1] is not None else float('inf'):.4g} req/s"
                      f"{'' if extra['capacity_converged'] else ', NOT converged'})")
     return "\n".join(lines)

@@ -156,7 +156,8 @@ class HydraEvaluator:
         from hydra_opt.evaluate.estimator import estimate
 
         est = estimate(design, model, workload, scenario=self.scenario, options=self._est_opts)
-        return {**_metrics_of(est, design, self.scenario.precision), **self._est_slo(est, design, model, workload)}
+        slo = self._est_slo(est, design, model, workload)
+        return {**_metrics_of(est, design, self.scenario.precision), **slo}
 
     def _slo(self) -> Any:
         from hydra_opt.evaluate.slo import DEFAULT_SLO

@@ -70,11 +70,11 @@ __all__ = [
     "worker_is_dead",
 ]
 
-#: Trial system attribute: epoch seconds of the last journal heartbeat of a RUNNING trial.
+#: Trial system attribute holding the epoch seconds of the last journal heartbeat of a RUNNING trial.
 HEARTBEAT_ATTR = "hydra_opt_heartbeat"
-#: Trial system attribute: ``host:pid`` of the worker that ran the trial.
+#: Trial system attribute holding the ``host:pid`` of the worker that ran the trial.
 WORKER_ATTR = "hydra_opt_worker"
-#: System attribute Optuna's retry callback sets on a retry: the number of the original (failed) trial.
+#: System attribute that Optuna's retry callback sets on a retry, holding the number of the original (failed) trial.
 RETRIED_ATTR = "failed_trial"
 #: States that count toward a study's budget.
 FINISHED: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)

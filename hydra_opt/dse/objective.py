@@ -41,6 +41,7 @@ from hydra_opt.dse.reasons import PROMOTION_TEXT, note_markdown, save_trial_note
 from hydra_opt.dse.samplers import CONSTRAINTS_ATTR
 from hydra_opt.dse.search_space import SearchSpace, load_search_space
 from hydra_opt.dse.spec import PrunerSpec, StudySpec, design_key, load_study_spec
+from hydra_opt.dse.trial_design import DESIGN_ATTR, design_label, trial_design
 
 __all__ = ["DseObjective", "TrialReport", "BudgetReached", "FINISHED_STATES", "PLAN_ATTR", "DESIGN_ATTR", "trial_design"]
 
@@ -48,22 +49,9 @@ __all__ = ["DseObjective", "TrialReport", "BudgetReached", "FINISHED_STATES", "P
 FINISHED_STATES: tuple[TrialState, ...] = (TrialState.COMPLETE, TrialState.PRUNED)
 #: Trial user attribute set on a trial the calibrated simulation plan enqueued; its value is the plan's reason.
 PLAN_ATTR = "planned"
-#: Trial system attribute holding the full design dict (the user attribute of that name holds its label).
-DESIGN_ATTR = "design"
-
-
-def trial_design(t: Any) -> dict[str, Any]:
-    """The design dict of a (frozen) trial: the system attribute, or the user attribute of older studies."""
-    d = t.system_attrs.get(DESIGN_ATTR)
-    if isinstance(d, dict):
-        return d
-    d = t.user_attrs.get(DESIGN_ATTR)
-    return d if isinstance(d, dict) else {}
 
 
 def _store_design(trial: optuna.Trial, design: dict[str, Any]) -> None:
-    from hydra_opt.dse.report import design_label
-
     trial.storage.set_trial_system_attr(trial._trial_id, DESIGN_ATTR, design)
     trial.set_user_attr(DESIGN_ATTR, design_label(design))
 
@@ -146,7 +134,9 @@ class DseObjective:
         The file's pairs, search space, objectives, pruner, ``budget.max_simulations``, ``estimate:``,
         ``simulate:`` and ``evaluator:`` apply; its sampler, storage, ``n_trials`` and timeout do not (the caller's
         :func:`optuna.create_study` and :meth:`~optuna.study.Study.optimize` decide those; use
-        :func:`~hydra_opt.dse.runner.run_study` to apply them).
+        :func:`~hydra_opt.dse.runner.run_study` to apply them). A calibrated simulation plan
+        (``budget.plan: calibrated``) is spent by the runner's callback, so here it runs greedily: the pruner
+        promotes until ``max_simulations`` distinct designs are simulated.
 
         Args:
             path: The study file.

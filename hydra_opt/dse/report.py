@@ -27,6 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_reason
+from hydra_opt.dse.trial_design import design_label, trial_design
 
 __all__ = [
     "FrontRow",
@@ -94,33 +95,6 @@ def hypervolume_2d(points: np.ndarray, reference: Sequence[float], maximize: Seq
         x_next = stair[i + 1][0] if i + 1 < len(stair) else r[0]
         hv += (x_next - x) * (r[1] - y)
     return float(hv)
-
-
-def trial_design(t: FrozenTrial) -> dict[str, Any]:
-    """A trial's design dict (:func:`hydra_opt.dse.objective.trial_design`)."""
-    from hydra_opt.dse.objective import trial_design as get
-
-    return get(t)
-
-
-def design_label(design: dict[str, Any] | str | None) -> str:
-    """Compact design text: ``tscs_d=17 tscs_p=5 HBM=2 D2D=256GB/s B=8`` (a label is returned as is)."""
-    if isinstance(design, str):
-        return design
-    if not design:
-        return "?"
-    parts = [f"{k}={v}" for k, v in (design.get("chiplets") or {}).items()]
-    parts.append(f"HBM={design.get('n_mem')}")
-    if "d2d_bw_gbps" in design:
-        parts.append(f"D2D={design['d2d_bw_gbps']}GB/s")
-    if "max_batch" in design:
-        parts.append(f"B={design['max_batch']}")
-    for k in ("placement", "batching", "scheduler"):
-        if k in design and design[k] not in ("cp", "static"):
-            parts.append(f"{k}={design[k]}")
-    if design.get("dynacore"):
-        parts.append("dynacore=" + ",".join(f"{k}:{v}" for k, v in design["dynacore"].items()))
-    return " ".join(parts)
 
 
 @dataclass

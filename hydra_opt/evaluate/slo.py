@@ -99,7 +99,8 @@ def mean_rate_per_s(arrival_s: np.ndarray) -> float:
     return (a.size - 1) / span if span > 0 else math.inf
 
 
-def scaled_requests(requests: Any, rate_per_s: float, *, name: str = "requests", window_s: float | None = None) -> _Scaled:
+def scaled_requests(requests: Any, rate_per_s: float, *, name: str = "requests",
+                    window_s: float | None = None) -> _Scaled:
     """The same requests at mean rate ``rate_per_s``: inter-arrival times scaled by ``rate₀ / rate`` (common random
     numbers: every rate replays the same draws, only time is stretched).
 
@@ -144,10 +145,12 @@ class CapacityResult:
     converged: bool
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready keys ``capacity_*`` (an unbounded bracket end as None)."""
+        lo, hi = self.bracket_req_s
         return {
             "capacity_req_s": self.capacity_req_s,
             "capacity_runs": [{"rate_req_s": r, "attainment": a} for r, a in self.runs],
-            "capacity_bracket_req_s": [self.bracket_req_s[0], self.bracket_req_s[1] if math.isfinite(self.bracket_req_s[1]) else None],
+            "capacity_bracket_req_s": [lo, hi if math.isfinite(hi) else None],
             "capacity_tolerance": self.tolerance,
             "capacity_converged": self.converged,
         }

@@ -53,9 +53,11 @@ _CODE_SHA: str | None = None
 _DESIGN_CACHE: dict[Path, Any] = {}
 
 
-def load_spec(key: str, path: str | Path | None = None, paths: ExperimentPaths | None = None) -> dict:
+def load_spec(key: str, path: str | Path | None = None, paths: ExperimentPaths | None = None, *,
+              horizon_s: float | None = None) -> dict:
     """The experiment YAML ``path``, else ``<checkout>/studies/paper/<key>.yaml`` of ``paths`` (default
-    :meth:`ExperimentPaths.default`), as a dict (checked: ``kind: paper_experiment``)."""
+    :meth:`ExperimentPaths.default`), as a dict (checked: ``kind: paper_experiment``); ``horizon_s`` replaces the
+    file's ``horizon_s`` (tests shrink runs with it)."""
     p = Path(path) if path else (paths or ExperimentPaths.default()).paper_dir / f"{key}.yaml"
     node = load_yaml(p)
     data = node.data
@@ -63,6 +65,8 @@ def load_spec(key: str, path: str | Path | None = None, paths: ExperimentPaths |
         raise ConfigError("must be a mapping with kind: paper_experiment", file=str(p), key="kind")
     data = dict(data)
     data["_dir"] = p.parent
+    if horizon_s is not None:
+        data["horizon_s"] = horizon_s
     return data
 
 

@@ -13,23 +13,8 @@ import math
 import time
 from pathlib import Path
 
-from hydra_opt.experiments._hydra_sims import (
-    DS_LABEL,
-    OBJ_LABEL,
-    bar_chart,
-    design_path,
-    horizon,
-    load_design_cached,
-    load_spec,
-    ratio_cause,
-    score,
-    sim_options,
-    safe_ratio,
-    finite_extreme,
-    finite_mean as _mean,
-    hbm_port_util,
-    simulate_cached,
-)
+from hydra_opt.experiments import _hydra_sims as hs
+from hydra_opt.experiments._hydra_sims import DS_LABEL, OBJ_LABEL
 from hydra_opt.experiments.common import Row, Section
 from hydra_opt.experiments.paths import ExperimentPaths
 
@@ -49,40 +34,41 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         paths: ExperimentPaths | None = None) -> Section:
     """Simulate every Fig. 10 design and build the section (``datasets``/``horizon_s`` shrink it for tests)."""
     t0 = time.perf_counter()
-    spec = load_spec("hydra_fig10", spec_path, paths)
-    if horizon_s is not None:
-        spec["horizon_s"] = horizon_s
+    spec = hs.load_spec("hydra_fig10", spec_path, paths, horizon_s=horizon_s)
     model = spec["model"]
     ds_map: dict[str, str] = spec["datasets"]
     dss = [d for d in (datasets or list(ds_map))]
     objs: list[str] = spec["objectives"]
     placements: list[str] = spec["placements"]
     ref: dict[str, list[float]] = spec.get("reference", {})
-    opts = sim_options(spec, quick)
+    opts = hs.sim_options(spec, quick)
     res: dict[tuple[str, str, str], object] = {}
     for d in dss:
         for o in objs:
             for p in placements:
-                design = load_design_cached(design_path(spec, spec["design"], dataset=d, objective=o, placement=p))
-                res[d, o, p] = simulate_cached(design, model, ds_map[d], opts, seed)
+                path = hs.design_path(spec, spec["design"], dataset=d, objective=o, placement=p)
+                design = hs.load_design_cached(path)
+                res[d, o, p] = hs.simulate_cached(design, model, ds_map[d], opts, seed)
 
     def sc(d: str, o: str, p: str) -> float:
         r = res[d, o, p]
-        return score(r.throughput_tok_s, r.ttft_mean_s, o)
+        return hs.score(r.throughput_tok_s, r.ttft_mean_s, o)
 
     def ref_sc(d: str, o: str, p: str) -> float:
         v = ref.get(f"{d}-{o}-{p}")
-        return score(v[0], v[1], o) if v else math.nan
+        return hs.score(v[0], v[1], o) if v else math.nan
 
     def _cause(d: str, o: str, a: str, b: str) -> str:
         ra, rb = res[d, o, a], res[d, o, b]
         va, vb = ref.get(f"{d}-{o}-{a}", [math.nan] * 2), ref.get(f"{d}-{o}-{b}", [math.nan] * 2)
-        return ratio_cause(safe_ratio(ra.throughput_tok_s, rb.throughput_tok_s), safe_ratio(ra.ttft_mean_s, rb.ttft_mean_s),
-                           safe_ratio(va[0], vb[0]), safe_ratio(va[1], vb[1]), o)
+        return hs.ratio_cause(hs.safe_ratio(ra.throughput_tok_s, rb.throughput_tok_s),
+                              hs.safe_ratio(ra.ttft_mean_s, rb.ttft_mean_s),
+                              hs.safe_ratio(va[0], vb[0]), hs.safe_ratio(va[1], vb[1]), o)
 
-    ours = {(d, o, p): safe_ratio(sc(d, o, p), sc(d, o, "rr")) for d in dss for o in objs for p in placements}
-    arti = {(d, o, p): safe_ratio(ref_sc(d, o, p), ref_sc(d, o, "rr")) for d in dss for o in objs for p in placements}
-    h = horizon(spec, quick)
+    ours = {(d, o, p): hs.safe_ratio(sc(d, o, p), sc(d, o, "rr")) for d in dss for o in objs for p in placements}
+    arti = {(d, o, p): hs.safe_ratio(ref_sc(d, o, p), ref_sc(d, o, "rr"))
+            for d in dss for o in objs for p in placements}
+    h = hs.horizon(spec, quick)
     rows: list[Row] = []
     short = h < 100
     note_h = (f"quick mode: {h:g} simulated s instead of the paper's 100 s, so long-decode workloads (LW, BWB) "
@@ -92,7 +78,8 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         # Measured: how evenly each placement loads the HBM ports, and how many requests it completes.
         r_cp, r_o = res[d, o, "cp"], res[d, o, other]
         name = "RR" if other == "rr" else other
-        return (f"HBM port utilisation max/mean CP {hbm_port_util(r_cp)} vs {name} {hbm_port_util(r_o)} (CP's family "
+        return (f"HBM port utilisation max/mean CP {hs.hbm_port_util(r_cp)} vs {name} {hs.hbm_port_util(r_o)} "
+                "(CP's family "
                 f"groups stream each family through its own HBMs only, see below); completed requests CP "
                 f"{r_cp.completed_requests} / {name} {r_o.completed_requests}" + (f" in {h:g} s" if short else ""))
 
@@ -102,27 +89,27 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
     ar_m = [arti[d, "mt", "cp"] for d in dss]
 
     def mean_comment(our_vals: list[float], art_vals: list[float], paper: float) -> str:
-        m_o, m_a = _mean(our_vals), _mean(art_vals)
+        m_o, m_a = hs.finite_mean(our_vals), hs.finite_mean(art_vals)
         if not (math.isfinite(m_o) and abs(m_o / paper - 1) > 0.25):
             return f"artifact data give {m_a:.2f}× over the same datasets"
-        worst = finite_extreme({i: abs(our_vals[i] - art_vals[i]) for i in range(len(dss))}, max)
+        worst = hs.finite_extreme({i: abs(our_vals[i] - art_vals[i]) for i in range(len(dss))}, max)
         return (f"{note_h}artifact data give {m_a:.2f}×; largest per-dataset gap {DS_LABEL[dss[worst]]}: ours "
                 f"{our_vals[worst]:.2f}× vs artifact {art_vals[worst]:.2f}× (per-bar rows below)")
 
-    rows.append(Row(f"CP vs RR, B* TP/TTFT, mean of {len(dss)} datasets", PAPER["cp_rr_bstar_mean"], _mean(cp_b), "x",
-                    mean_comment(cp_b, ar_b, PAPER["cp_rr_bstar_mean"])))
-    rows.append(Row(f"CP vs RR, M_T throughput, mean of {len(dss)} datasets", PAPER["cp_rr_mt_mean"], _mean(cp_m), "x",
-                    mean_comment(cp_m, ar_m, PAPER["cp_rr_mt_mean"])))
+    rows.append(Row(f"CP vs RR, B* TP/TTFT, mean of {len(dss)} datasets", PAPER["cp_rr_bstar_mean"],
+                    hs.finite_mean(cp_b), "x", mean_comment(cp_b, ar_b, PAPER["cp_rr_bstar_mean"])))
+    rows.append(Row(f"CP vs RR, M_T throughput, mean of {len(dss)} datasets", PAPER["cp_rr_mt_mean"],
+                    hs.finite_mean(cp_m), "x", mean_comment(cp_m, ar_m, PAPER["cp_rr_mt_mean"])))
     if "random" in placements:
         for o, key in (("bstar", "cp_random_bstar"), ("mt", "cp_random_mt")):
-            vals = {d: safe_ratio(ours[d, o, "cp"], ours[d, o, "random"]) for d in dss}
-            avals = {d: safe_ratio(arti[d, o, "cp"], arti[d, o, "random"]) for d in dss}
+            vals = {d: hs.safe_ratio(ours[d, o, "cp"], ours[d, o, "random"]) for d in dss}
+            avals = {d: hs.safe_ratio(arti[d, o, "cp"], arti[d, o, "random"]) for d in dss}
             lab = "TP/TTFT" if o == "bstar" else "throughput"
             for j, (fn, name) in enumerate(((min, "min"), (max, "max"))):
-                di = finite_extreme(vals, fn)
+                di = hs.finite_extreme(vals, fn)
                 v, paper = vals[di], PAPER[key][j]
                 off = math.isfinite(v) and abs(v / paper - 1) > 0.25
-                cmt = (f"{name} at {DS_LABEL[di]}; artifact data {name} {avals[finite_extreme(avals, fn)]:.2f}×"
+                cmt = (f"{name} at {DS_LABEL[di]}; artifact data {name} {avals[hs.finite_extreme(avals, fn)]:.2f}×"
                        + (f"; {note_h.rstrip('; ')}" if off and short else "")
                        + ("; " + _cause(di, o, "cp", "random") + "; " + _mechanism(di, o, "random") if off else ""))
                 rows.append(Row(f"CP vs random, {OBJ_LABEL[o]} {lab}, {name} over datasets", paper, v, "x", cmt))
@@ -145,7 +132,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
                 continue
             series[f"{p.upper() if p == 'cp' else p} (hydra_opt)"] = [ours[d, o, p] for d in dss]
             series[f"{p.upper() if p == 'cp' else p} (artifact)"] = [arti[d, o, p] for d in dss]
-        bar_chart(fig_dir / name, [DS_LABEL[d] for d in dss], series,
+        hs.bar_chart(fig_dir / name, [DS_LABEL[d] for d in dss], series,
                   title=f"Fig. 10 ({OBJ_LABEL[o]}): {'TP/TTFT' if o == 'bstar' else 'throughput'} normalised to RR, "
                         f"Nemotron-H, {h:g} simulated s",
                   ylabel="normalised to RR", hatched=tuple(k for k in series if "artifact" in k))
@@ -179,7 +166,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
                             f"{int((util > 0.5).sum())} of {util.size} | {pc_txt} |")
         if "rr" in util_stats and "cp" in util_stats:
             heat_rows.append(Row(f"Fig. 11 mean NoI link utilisation, CP / RR ({DS_LABEL[hm_d]} {OBJ_LABEL[hm_o]})",
-                                 None, safe_ratio(util_stats["cp"][0], util_stats["rr"][0]), "x",
+                                 None, hs.safe_ratio(util_stats["cp"][0], util_stats["rr"][0]), "x",
                                  "paper: CP 'significantly reduces bandwidth pressure' (lighter links), no number given; "
                                  "< 1 means CP loads the NoI less"))
     rows += heat_rows
@@ -193,13 +180,13 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         for o in objs:
             for p in placements:
                 r = res[d, o, p]
-                dp = load_design_cached(design_path(spec, spec["design"], dataset=d, objective=o, placement=p))
+                dp = hs.load_design_cached(hs.design_path(spec, spec["design"], dataset=d, objective=o, placement=p))
                 c = dict(dp.counts)
                 desc = (f"{dp.max_batch}, {dp.n_mem}, {c.get('marca_p', 0)}, {c.get('marca_d', 0)}, "
                         f"{c.get('tscs_p', 0)}, {c.get('tscs_d', 0)}, {dp.d2d_bw_gbps:g}")
                 rv = ref.get(f"{d}-{o}-{p}", [math.nan, math.nan])
                 lines.append(f"| {DS_LABEL[d]} | {OBJ_LABEL[o]} | {p} | {desc} | {r.throughput_tok_s:.1f} | {rv[0]:.1f} | "
-                             f"{r.ttft_mean_s:.3f} | {rv[1]:.3f} | {r.completed_requests} | {hbm_port_util(r)} |")
+                             f"{r.ttft_mean_s:.3f} | {rv[1]:.3f} | {r.completed_requests} | {hs.hbm_port_util(r)} |")
     lines += ["", "Why CP can trail RR in hydra_opt: the paper preset keeps the artifact's CP (bandwidth split into "
               "per-family HBM groups, per-kind weight chunks). Every pass streams a family's weights and state through "
               "its group's HBM interfaces (600 GB/s each) only, while RR spreads every family over all HBMs; with few "

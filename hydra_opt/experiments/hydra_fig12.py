@@ -11,21 +11,8 @@ import math
 import time
 from pathlib import Path
 
-from hydra_opt.experiments._hydra_sims import (
-    DS_LABEL,
-    OBJ_LABEL,
-    bar_chart,
-    design_path,
-    horizon,
-    load_design_cached,
-    load_spec,
-    ratio_cause,
-    score,
-    sim_options,
-    safe_ratio,
-    finite_extreme,
-    simulate_cached,
-)
+from hydra_opt.experiments import _hydra_sims as hs
+from hydra_opt.experiments._hydra_sims import DS_LABEL, OBJ_LABEL
 from hydra_opt.experiments.common import Row, Section
 from hydra_opt.experiments.paths import ExperimentPaths
 
@@ -47,64 +34,63 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
         paths: ExperimentPaths | None = None) -> Section:
     """Simulate the 8 designs × 4 schedulers and build the section."""
     t0 = time.perf_counter()
-    spec = load_spec("hydra_fig12", spec_path, paths)
-    if horizon_s is not None:
-        spec["horizon_s"] = horizon_s
+    spec = hs.load_spec("hydra_fig12", spec_path, paths, horizon_s=horizon_s)
     model = spec["model"]
     ds_map: dict[str, str] = spec["datasets"]
     dss = list(datasets or ds_map)
     objs: list[str] = spec["objectives"]
     scheds: list[str] = spec["schedulers"]
     ref: dict[str, list[float]] = spec.get("reference", {})
-    h = horizon(spec, quick)
+    h = hs.horizon(spec, quick)
     short = h < 100
     res = {}
     for o in objs:
         for d in dss:
-            design = load_design_cached(design_path(spec, spec["design"], dataset=d, objective=o))
+            design = hs.load_design_cached(hs.design_path(spec, spec["design"], dataset=d, objective=o))
             for s in scheds:
                 # The static run is the design's own policy: pass no override so it shares Fig. 10's CP run.
-                opts = sim_options(spec, quick, scheduler=None if s == design.scheduler else s)
-                res[d, o, s] = simulate_cached(design, model, ds_map[d], opts, seed)
+                opts = hs.sim_options(spec, quick, scheduler=None if s == design.scheduler else s)
+                res[d, o, s] = hs.simulate_cached(design, model, ds_map[d], opts, seed)
             if "static" in scheds:
                 # Cause check: the static scheduler with the artifact's own static mapper (METHODS §2d: model
                 # order, least variance at batch 32 × context 32, no communication term) instead of Eqs. 3–5.
-                opts = sim_options(spec, quick, scheduler="static", mapping="artifact")
-                res[d, o, "static_am"] = simulate_cached(design, model, ds_map[d], opts, seed)
+                opts = hs.sim_options(spec, quick, scheduler="static", mapping="artifact")
+                res[d, o, "static_am"] = hs.simulate_cached(design, model, ds_map[d], opts, seed)
 
     def sc(d: str, o: str, s: str) -> float:
         r = res[d, o, s]
-        return score(r.throughput_tok_s, r.ttft_mean_s, o)
+        return hs.score(r.throughput_tok_s, r.ttft_mean_s, o)
 
     def rsc(d: str, o: str, s: str) -> float:
         v = ref.get(f"{d}-{o}-{s}")
-        return score(v[0], v[1], o) if v else math.nan
+        return hs.score(v[0], v[1], o) if v else math.nan
 
     cases = [(d, o) for o in objs for d in dss]
-    ours = {(d, o, s): safe_ratio(sc(d, o, s), sc(d, o, "static")) for d, o in cases for s in scheds}
-    arti = {(d, o, s): safe_ratio(rsc(d, o, s), rsc(d, o, "static")) for d, o in cases for s in scheds}
+    ours = {(d, o, s): hs.safe_ratio(sc(d, o, s), sc(d, o, "static")) for d, o in cases for s in scheds}
+    arti = {(d, o, s): hs.safe_ratio(rsc(d, o, s), rsc(d, o, "static")) for d, o in cases for s in scheds}
     note_h = (f"quick mode ({h:g} simulated s, paper 100 s): static batches of long-decode requests (ArXiv, BWB, "
               "LW) barely complete, so the schedulers see only the first batches" if short else "")
     rows: list[Row] = []
 
     def _off(v: float, paper: float) -> bool:
-        return math.isfinite(safe_ratio(v, paper)) and abs(v / paper - 1) > 0.25
+        return math.isfinite(hs.safe_ratio(v, paper)) and abs(v / paper - 1) > 0.25
 
     def cause(d: str, o: str, a: str, b: str) -> str:
         ra, rb = res[d, o, a], res[d, o, b]
         va, vb = ref.get(f"{d}-{o}-{a}"), ref.get(f"{d}-{o}-{b}")
         va, vb = va or [math.nan] * 2, vb or [math.nan] * 2
-        txt = ratio_cause(safe_ratio(ra.throughput_tok_s, rb.throughput_tok_s), safe_ratio(ra.ttft_mean_s, rb.ttft_mean_s),
-                          safe_ratio(va[0], vb[0]), safe_ratio(va[1], vb[1]), o)
+        txt = hs.ratio_cause(hs.safe_ratio(ra.throughput_tok_s, rb.throughput_tok_s),
+                             hs.safe_ratio(ra.ttft_mean_s, rb.ttft_mean_s),
+                             hs.safe_ratio(va[0], vb[0]), hs.safe_ratio(va[1], vb[1]), o)
         txt = f"{DS_LABEL[d]} {OBJ_LABEL[o]}: {txt}"
         if b == "static" and (d, o, "static_am") in res:
             am = res[d, o, "static_am"]
-            v_am = safe_ratio(sc(d, o, a), score(am.throughput_tok_s, am.ttft_mean_s, o))
+            v_am = hs.safe_ratio(sc(d, o, a), hs.score(am.throughput_tok_s, am.ttft_mean_s, o))
             txt += (f"; measured: with the artifact's static mapper (METHODS §2d) our static run gives "
                     f"{am.throughput_tok_s:.0f} tok/s, TTFT {am.ttft_mean_s:.2f} s (Eqs. 3–5 mapper: "
                     f"{rb.throughput_tok_s:.0f} tok/s, {rb.ttft_mean_s:.2f} s; the artifact's static run: {vb[0]:.0f} tok/s, "
                     f"{vb[1]:.2f} s), and {a} vs that static = {v_am:.2f}× "
-                    f"(artifact {safe_ratio(rsc(d, o, a), rsc(d, o, b)):.2f}×)")
+                    f"(artifact {hs.safe_ratio(rsc(d, o, a), rsc(d, o, b)):.2f}×)")
         return txt + (f"; {note_h}" if note_h else "")
 
     for o, key in (("bstar", "elastic_static_bstar"), ("mt", "elastic_static_mt")):
@@ -112,14 +98,14 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
             continue
         vals = {d: ours[d, o, "elastic"] for d in dss}
         for j, (fn, name) in enumerate(((min, "min"), (max, "max"))):
-            d = finite_extreme(vals, fn)
+            d = hs.finite_extreme(vals, fn)
             v, paper = vals[d], PAPER[key][j]
             lab = "TP/TTFT" if o == "bstar" else "throughput"
             cmt = f"at {DS_LABEL[d]}" + (f"; {cause(d, o, 'elastic', 'static')}" if _off(v, paper) else "")
             rows.append(Row(f"Elastic vs static, {OBJ_LABEL[o]} {lab}, {name} over datasets", paper, v, "x", cmt))
-    vs_fcfs = {(d, o): safe_ratio(ours[d, o, "elastic"], ours[d, o, "fcfs"]) for d, o in cases}
+    vs_fcfs = {(d, o): hs.safe_ratio(ours[d, o, "elastic"], ours[d, o, "fcfs"]) for d, o in cases}
     for j, (fn, name) in enumerate(((min, "min"), (max, "max"))):
-        c = finite_extreme(vs_fcfs, fn)
+        c = hs.finite_extreme(vs_fcfs, fn)
         v, paper = vs_fcfs[c], PAPER["elastic_fcfs"][j]
         cmt = f"at {DS_LABEL[c[0]]} {OBJ_LABEL[c[1]]}" + (
             f"; {cause(c[0], c[1], 'elastic', 'fcfs')}" if _off(v, paper) else "")
@@ -136,13 +122,13 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
             if not others:
                 continue
             w = max(others, key=lambda s: arti[d, o, s])
-            lead = safe_ratio(arti[d, o, w], arti[d, o, "elastic"])
+            lead = hs.safe_ratio(arti[d, o, w], arti[d, o, "elastic"])
             parts.append(f"{DS_LABEL[d]} {OBJ_LABEL[o]}: artifact {w} ×{lead:.2f} ahead of elastic"
-                         f", ours elastic ×{safe_ratio(ours[d, o, 'elastic'], ours[d, o, w]):.2f} "
+                         f", ours elastic ×{hs.safe_ratio(ours[d, o, 'elastic'], ours[d, o, w]):.2f} "
                          f"ahead of {w}")
         return ("; measured, where the artifact's elastic is not best — " + "; ".join(parts)) if parts else ""
 
-    vs_ws = {(d, o): safe_ratio(ours[d, o, "elastic"], ours[d, o, "worksteal"]) for d, o in cases}
+    vs_ws = {(d, o): hs.safe_ratio(ours[d, o, "elastic"], ours[d, o, "worksteal"]) for d, o in cases}
     best = [c for c in cases if all(ours[c[0], c[1], "elastic"] >= ours[c[0], c[1], s] for s in scheds)]
     a_best = [c for c in cases if all(arti[c[0], c[1], "elastic"] >= arti[c[0], c[1], s] for s in scheds)]
     rows.append(Row(f"Cases where elastic is the best of the 4 schedulers (of {len(cases)})",
@@ -150,7 +136,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
                     f"best in: {', '.join(f'{DS_LABEL[d]} {OBJ_LABEL[o]}' for d, o in best) or 'none'}; artifact "
                     f"data: {len(a_best)}" + _lost_cases(a_best) + (f"; {note_h}" if note_h and len(cases) == 8 and
                                                                       abs(len(best) / 6 - 1) > 0.25 else "")))
-    c = finite_extreme(vs_ws, max)
+    c = hs.finite_extreme(vs_ws, max)
     rows.append(Row("Elastic vs work-stealing, target metric, max over cases", PAPER["elastic_ws_max"], vs_ws[c], "x",
                     f"at {DS_LABEL[c[0]]} {OBJ_LABEL[c[1]]}" + (
                         f"; {cause(c[0], c[1], 'elastic', 'worksteal')}" if _off(vs_ws[c], 1.31) else "")))
@@ -164,7 +150,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
     figures = []
     for tag, table in (("hydra_opt", ours), ("artifact", arti)):
         name = f"hydra_fig12_{tag}.png"
-        bar_chart(fig_dir / name, groups, {s: [table[d, o, s] for d, o in cases] for s in scheds},
+        hs.bar_chart(fig_dir / name, groups, {s: [table[d, o, s] for d, o in cases] for s in scheds},
                   title=f"Fig. 12 ({tag}{f', {h:g} simulated s' if tag == 'hydra_opt' else ', 100 s'}): B* TP/TTFT and "
                         "M_T TP normalised to static", ylabel="normalised to static")
         figures.append(name)

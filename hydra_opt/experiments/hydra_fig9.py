@@ -13,21 +13,8 @@ import math
 import time
 from pathlib import Path
 
-from hydra_opt.experiments._hydra_sims import (
-    DS_LABEL,
-    OBJ_LABEL,
-    bar_chart,
-    design_path,
-    horizon,
-    load_design_cached,
-    load_spec,
-    sim_options,
-    safe_ratio,
-    finite_extreme,
-    finite_mean as _mean,
-    hbm_port_util,
-    simulate_cached,
-)
+from hydra_opt.experiments import _hydra_sims as hs
+from hydra_opt.experiments._hydra_sims import DS_LABEL, OBJ_LABEL
 from hydra_opt.experiments.common import Row, Section
 from hydra_opt.experiments.paths import ExperimentPaths
 
@@ -55,10 +42,8 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
     """Simulate baseline + 3 variants per model × dataset × objective and build the section."""
     t0 = time.perf_counter()
     Path(fig_dir).mkdir(parents=True, exist_ok=True)
-    spec = load_spec("hydra_fig9", spec_path, paths)
-    if horizon_s is not None:
-        spec["horizon_s"] = horizon_s
-    h = horizon(spec, quick)
+    spec = hs.load_spec("hydra_fig9", spec_path, paths, horizon_s=horizon_s)
+    h = hs.horizon(spec, quick)
     short = h < 100
     ds_map: dict[str, str] = spec["datasets"]
     dss = list(datasets or ds_map)
@@ -73,11 +58,11 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
         ms = mspecs[mk]
         for d in dss:
             for o in objs:
-                design = load_design_cached(design_path(spec, ms["design"], dataset=d, objective=o))
+                design = hs.load_design_cached(hs.design_path(spec, ms["design"], dataset=d, objective=o))
                 if ms.get("baseline", "same-design-rr") == "same-design-rr":
                     base_design, base_over = design, {"placement": "rr"}
                 else:
-                    base_design = load_design_cached(design_path(spec, ms["baseline"], dataset=d, objective=o))
+                    base_design = hs.load_design_cached(hs.design_path(spec, ms["baseline"], dataset=d, objective=o))
                     base_over = {}
                 for v, pol in variants.items():
                     if v == "RR":
@@ -87,22 +72,22 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
                     else:
                         dsg = design
                         over = {k: val for k, val in pol.items() if getattr(dsg, k) != val}
-                    res[mk, d, o, v] = simulate_cached(dsg, ms["model"], ds_map[d], sim_options(spec, quick, **over),
-                                                       seed)
+                    res[mk, d, o, v] = hs.simulate_cached(dsg, ms["model"], ds_map[d],
+                                                          hs.sim_options(spec, quick, **over), seed)
 
     bars = [(mk, d, o) for mk in mkeys for o in objs for d in dss]
-    tp = {(b, v): safe_ratio(res[(*b, v)].throughput_tok_s, res[(*b, "RR")].throughput_tok_s) for b in bars
+    tp = {(b, v): hs.safe_ratio(res[(*b, v)].throughput_tok_s, res[(*b, "RR")].throughput_tok_s) for b in bars
           for v in VARIANTS}
-    tt = {(b, v): safe_ratio(res[(*b, v)].ttft_mean_s, res[(*b, "RR")].ttft_mean_s) for b in bars for v in VARIANTS}
+    tt = {(b, v): hs.safe_ratio(res[(*b, v)].ttft_mean_s, res[(*b, "RR")].ttft_mean_s) for b in bars for v in VARIANTS}
     full_tp = [tp[b, "CP+ET+DB"] for b in bars]
     full_tt = [tt[b, "CP+ET+DB"] for b in bars]
     n = len(bars)
-    m_tp, m_tt = _mean(full_tp), _mean(full_tt)
+    m_tp, m_tt = hs.finite_mean(full_tp), hs.finite_mean(full_tt)
     # Measured decomposition of the full gain into its three steps (geometric chain CP → ET → DB).
-    step_cp = _mean([tp[b, "CP"] for b in bars])
-    step_et = _mean([safe_ratio(tp[b, "CP+ET"], tp[b, "CP"]) for b in bars])
-    step_db = _mean([safe_ratio(tp[b, "CP+ET+DB"], tp[b, "CP+ET"]) for b in bars])
-    by_model = {mk: _mean([tp[b, "CP+ET+DB"] for b in bars if b[0] == mk]) for mk in mkeys}
+    step_cp = hs.finite_mean([tp[b, "CP"] for b in bars])
+    step_et = hs.finite_mean([hs.safe_ratio(tp[b, "CP+ET"], tp[b, "CP"]) for b in bars])
+    step_db = hs.finite_mean([hs.safe_ratio(tp[b, "CP+ET+DB"], tp[b, "CP+ET"]) for b in bars])
+    by_model = {mk: hs.finite_mean([tp[b, "CP+ET+DB"] for b in bars if b[0] == mk]) for mk in mkeys}
     where = (f"{n} bars ({', '.join(mkeys)} × {len(dss)} datasets × {len(objs)} objectives)")
     only = f", {', '.join(mkeys)} only" if len(mkeys) < len(mspecs) else ""
     hnote = (f"{'quick mode' if quick else 'short run'}: {h:g} simulated s (paper 100 s){only}; " if short else "")
@@ -117,11 +102,13 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
             f"{PAPER['full_tp_mean'] / post['throughput']:.2f}×"),
         Row("CP+ET+DB vs RR/static/static, mean TTFT reduction", PAPER["full_ttft_lower_pct"], 100 * (1 - m_tt), "%",
             f"{hnote}mean TTFT ratio {m_tt:.2f} (ours) vs 0.563 (paper); steps: CP ×"
-            f"{_mean([tt[b, 'CP'] for b in bars]):.2f}, ET ×{_mean([safe_ratio(tt[b, 'CP+ET'], tt[b, 'CP']) for b in bars]):.2f}, "
-            f"DB ×{_mean([safe_ratio(tt[b, 'CP+ET+DB'], tt[b, 'CP+ET']) for b in bars]):.2f}; the artifact multiplies most B* "
+            f"{hs.finite_mean([tt[b, 'CP'] for b in bars]):.2f}, ET "
+            f"×{hs.finite_mean([hs.safe_ratio(tt[b, 'CP+ET'], tt[b, 'CP']) for b in bars]):.2f}, "
+            f"DB ×{hs.finite_mean([hs.safe_ratio(tt[b, 'CP+ET+DB'], tt[b, 'CP+ET']) for b in bars]):.2f}; the "
+            "artifact multiplies most B* "
             f"CP+ET+DB TTFTs by {post['ttft_bstar']} (METHODS §2g), hydra_opt does not"),
     ]
-    imax = finite_extreme(dict(enumerate(full_tp)), max)
+    imax = hs.finite_extreme(dict(enumerate(full_tp)), max)
     b = bars[imax]
     rows.append(Row("CP+ET+DB vs baseline, max throughput ratio", PAPER["full_tp_max"], full_tp[imax], "x",
                     f"at {b[0]} {DS_LABEL[b[1]]} {OBJ_LABEL[b[2]]}: CP ×{tp[b, 'CP']:.2f}, CP+ET ×{tp[b, 'CP+ET']:.2f}"
@@ -130,7 +117,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
     if mt_bars:
         cp_mt = {b: tp[b, "CP"] for b in mt_bars}
         for j, (fn, name) in enumerate(((min, "min"), (max, "max"))):
-            bb = finite_extreme(cp_mt, fn)
+            bb = hs.finite_extreme(cp_mt, fn)
             v = cp_mt[bb]
             rows.append(Row(f"CP vs RR, M_T throughput, {name} over {len(mt_bars)} workloads", PAPER["cp_mt_tp"][j], v,
                             "x", f"at {bb[0]} {DS_LABEL[bb[1]]}"
@@ -138,7 +125,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
                                     if mspecs[bb[0]].get("baseline", "same-design-rr") != "same-design-rr" else
                                     "; same design, placement only")
                                  + f"; measured TTFT ratio ×{tt[bb, 'CP']:.2f}; HBM port utilisation max/mean CP "
-                                   f"{hbm_port_util(res[(*bb, 'CP')])} vs RR {hbm_port_util(res[(*bb, 'RR')])}, "
+                                   f"{hs.hbm_port_util(res[(*bb, 'CP')])} vs RR {hs.hbm_port_util(res[(*bb, 'RR')])}, "
                                    f"completed requests CP {res[(*bb, 'CP')].completed_requests} / RR "
                                    f"{res[(*bb, 'RR')].completed_requests}"
                             + (f"; {hnote.rstrip('; ')}" if short else "")))
@@ -148,23 +135,23 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
                         f"same pair as Fig. 10 ArXiv B* (see that section's absolute table){'; ' + hnote.rstrip('; ') if short else ''}"))
         rows.append(Row("CP vs RR, Nemotron-H ArXiv B* TTFT", PAPER["cp_nemo_arxiv_bstar_ttft"], tt[na, "CP"], "x",
                         "TTFT ratio CP / RR (> 1 = CP slower to first token)"))
-    et_tp = {b: safe_ratio(tp[b, "CP+ET"], tp[b, "CP"]) for b in bars}
-    et_tt = {b: safe_ratio(tt[b, "CP"], tt[b, "CP+ET"]) for b in bars}
+    et_tp = {b: hs.safe_ratio(tp[b, "CP+ET"], tp[b, "CP"]) for b in bars}
+    et_tt = {b: hs.safe_ratio(tt[b, "CP"], tt[b, "CP+ET"]) for b in bars}
     for label, table, key in (("throughput ratio", et_tp, "et_tp"), ("TTFT reduction factor", et_tt, "et_ttft_lower")):
         for j, (fn, name) in enumerate(((min, "min"), (max, "max"))):
-            bb = finite_extreme(table, fn)
+            bb = hs.finite_extreme(table, fn)
             v, paper = table[bb], PAPER[key][j]
             cmt = f"at {bb[0]} {DS_LABEL[bb[1]]} {OBJ_LABEL[bb[2]]}"
             if math.isfinite(v) and abs(v / paper - 1) > 0.25:
                 r_et, r_cp = res[(*bb, "CP+ET")], res[(*bb, "CP")]
                 cmt += (f": CP {r_cp.throughput_tok_s:.0f} tok/s, TTFT {r_cp.ttft_mean_s:.2f} s, mean busy "
-                        f"{_mean(r_cp.chiplet_busy_frac):.0%} → CP+ET {r_et.throughput_tok_s:.0f} tok/s, TTFT "
-                        f"{r_et.ttft_mean_s:.2f} s, mean busy {_mean(r_et.chiplet_busy_frac):.0%}"
+                        f"{hs.finite_mean(r_cp.chiplet_busy_frac):.0%} → CP+ET {r_et.throughput_tok_s:.0f} tok/s, TTFT "
+                        f"{r_et.ttft_mean_s:.2f} s, mean busy {hs.finite_mean(r_et.chiplet_busy_frac):.0%}"
                         + (f"; {hnote.rstrip('; ')}" if short else ""))
             rows.append(Row(f"ET (CP+ET vs CP), {label}, {name} over bars", paper, v, "x", cmt))
-    db_r = [safe_ratio(tp[b, "CP+ET+DB"], tp[b, "CP+ET"]) for b in bars]
-    db_t = [safe_ratio(tt[b, "CP+ET+DB"], tt[b, "CP+ET"]) for b in bars]
-    db_tp, db_tt = _mean(db_r), _mean(db_t)
+    db_r = [hs.safe_ratio(tp[b, "CP+ET+DB"], tp[b, "CP+ET"]) for b in bars]
+    db_t = [hs.safe_ratio(tt[b, "CP+ET+DB"], tt[b, "CP+ET"]) for b in bars]
+    db_tp, db_tt = hs.finite_mean(db_r), hs.finite_mean(db_t)
     fin_r = [v for v in db_r if math.isfinite(v)] or [math.nan]
     fin_t = [v for v in db_t if math.isfinite(v)] or [math.nan]
     rows.append(Row("DB (CP+ET+DB vs CP+ET), mean throughput gain", PAPER["db_tp_gain_pct"], 100 * (db_tp - 1), "%",
@@ -183,7 +170,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
         groups = [f"{b[0]} {DS_LABEL[b[1]]}" for b in ob]
         for metric, table in (("tp", tp), ("ttft", tt)):
             name = f"hydra_fig9_{o}_{metric}.png"
-            bar_chart(fig_dir / name, groups, {v: [table[b, v] for b in ob] for v in VARIANTS[1:]},
+            hs.bar_chart(fig_dir / name, groups, {v: [table[b, v] for b in ob] for v in VARIANTS[1:]},
                       title=f"Fig. 9 ({OBJ_LABEL[o]}): {'throughput' if metric == 'tp' else 'TTFT'} normalised to "
                             f"RR/static/static, {h:g} simulated s",
                       ylabel=f"normalised {'throughput' if metric == 'tp' else 'TTFT'}")

@@ -104,9 +104,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
     from hydra_opt.workload.workload import load_workload
 
     t0 = time.perf_counter()
-    spec = load_spec("hydra_table4", spec_path, paths)
-    if horizon_s is not None:
-        spec["horizon_s"] = horizon_s
+    spec = load_spec("hydra_table4", spec_path, paths, horizon_s=horizon_s)
     h = horizon(spec, quick)
     models: dict[str, str] = spec["models"]
     targets: list[list[str]] = spec["targets"]

@@ -2,13 +2,14 @@
 
 ``estimate(design, model, workload)`` prices work with ``hydra_opt.evaluate.opcost`` (the one cost model),
 models the pipeline of batch slots with mean-value analysis, and the runtime dynamics with an occupancy CTMC
-(stationary load) or a fluid model of the slots (overload over a finite run). ``estimate_space`` does the same
-for a whole enumerated design space with numpy over designs; ``roofline_estimate`` is the three-bound baseline.
+(stationary load) or a fluid model of the slots (overload over a finite run); ``core`` prepares the inputs and
+``single`` is the one solver. ``estimate_space``/``space_arrays`` run the same solver over a whole enumerated
+design space (each distinct design once, shared tables cached); ``roofline_estimate`` is the three-bound baseline.
 """
 
 from __future__ import annotations
 
-from hydra_opt.evaluate.estimator.core import estimate
+from hydra_opt.evaluate.estimator.single import estimate
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 from hydra_opt.evaluate.estimator.roofline import roofline_estimate
 

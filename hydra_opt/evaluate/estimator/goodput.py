@@ -59,7 +59,8 @@ def estimated_capacity(
     ``resolve_requests`` does)."""
     import numpy as np
 
-    from hydra_opt.evaluate.estimator.core import estimate, resolve
+    from hydra_opt.evaluate.estimator.core import resolve
+    from hydra_opt.evaluate.estimator.single import estimate
     from hydra_opt.workload.workload import Requests
 
     opts = options or EstimatorOptions()

@@ -1,22 +1,20 @@
-"""Single-design fast path of the estimator: :func:`core.solve` for one design in Python floats.
+"""The estimator's solver: one design → :class:`Estimate` (HYDRA §V), at chiplet-type level in Python floats.
 
-``estimate()`` prices one design at a time (the DSE's inner loop), where numpy's per-call overhead on arrays of a
-few elements dominated (issue 5 "Speed": ≤ 2 ms per design). This module runs *the same arithmetic* as
-``core.design_inputs`` + ``core.solve`` + ``core._to_estimate`` with ``D = 1``, operation for operation, so the
-results are bit-for-bit those of the reference path (``tests/test_estimator_speedpath.py`` compares the two over
-all three models, both batchings and every scheduler). What changes is only how the work is organised:
+The single implementation of the model: ``estimate()`` calls it for one design and the vectorised path
+(``vectorised.space_arrays``) for every distinct design of a space. (Until issue 16 step 3 an array solver over
+designs, ``core.solve``, was kept bit-equal to this one by a test; this is the arithmetic of that solver with
+``D = 1``, so results are unchanged, see ``benchmarks/results/estimator_solver.md``.) How the work is organised:
 
 * **Type level, not station level.** Every station of one chiplet type carries identical block times, so the
   per-type columns (priced once through ``opcost`` in ``core.type_table``) are cached per (prepared workload,
-  chiplet types, batching, batch, bandwidth) and the ``(blocks, stations)`` matrices are never built. The LPT
-  mapping Ω (HYDRA Eqs. 4–5) picks the least-loaded station inside each type, with the same first-index
-  tie-breaking as ``capacities.assign_blocks``.
-* **Scalars in Python floats.** numpy's reductions are reproduced exactly (:func:`_pw` is numpy's pairwise sum,
-  :func:`_interp1` its ``interp`` formula); element-wise IEEE operations are the same in both.
-* **The static batch sequence** (``fluid.batch_sequence``) keeps its ``(time grid)`` vectors in numpy but finds
-  each batch's free slot with a forward pointer (the expected live batches only grow during a sweep), and skips
-  the vector work before a batch's prefill completes (its contribution is zero there).
-* **Designs the fast path does not cover** (no compute chiplet) go through the reference path.
+  chiplet types, batching, batch, bandwidth) and ``(blocks, stations)`` matrices are never built. The LPT mapping Ω
+  (HYDRA Eqs. 4–5) picks the least-loaded station inside each type, with the first-index tie-breaking of
+  ``capacities.assign_blocks``.
+* **Scalars in Python floats**, with numpy's reductions reproduced exactly (:func:`pairwise_sum` is numpy's
+  pairwise sum, :func:`interp_scalar` its ``interp`` formula), so the float path equals numpy's array arithmetic.
+* **The static batch sequence** keeps its ``(time grid)`` vectors in numpy but finds each batch's free slot with a
+  forward pointer (the expected live batches only grow during a sweep), and skips the vector work before a
+  batch's prefill completes (its contribution is zero there).
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ import numpy as np
 
 from hydra_opt.evaluate.estimator import core, fluid, markov
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
+from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.system.materialise import materialise
 
 try:  # numpy's compiled interp: np.interp minus its Python-level argument checks (same arithmetic)
@@ -35,7 +34,7 @@ try:  # numpy's compiled interp: np.interp minus its Python-level argument check
 except ImportError:  # pragma: no cover - older numpy layout
     _vinterp = np.interp
 
-__all__ = ["estimate_one", "pairwise_sum", "interp_scalar"]
+__all__ = ["estimate", "estimate_one", "pairwise_sum", "interp_scalar"]
 
 _INF = float("inf")
 
@@ -148,7 +147,7 @@ def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> tup
     """Per chiplet type: (pre, dec, pre_ref, dec_ref, dec1, pre1) per block, inf where the type is ineligible;
     and the LPT block orders of the prefill and decode reference columns.
 
-    The eligibility rule is ``core.design_inputs``': a family's blocks run in a phase on the types built for it,
+    The eligibility rule: a family's blocks run in a phase on the types built for it,
     else on the types of that family, else anywhere.
     """
     elig = []
@@ -187,7 +186,7 @@ def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> tup
 
 
 def _family_sums(prep, ex: dict, table, tkey) -> dict:
-    """Per-family memory bytes of one table (``per_block[fams == f].sum()`` as ``core.design_inputs`` sums)."""
+    """Per-family memory bytes of one table (``per_block[fams == f].sum()``, numpy's sum)."""
 
     def make():
         fams = np.array(prep.families)
@@ -200,7 +199,7 @@ def _family_sums(prep, ex: dict, table, tkey) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The design (core.design_inputs at chiplet-type level)
+# The design's inputs at chiplet-type level
 
 
 def _concurrency(prep, ex: dict, n_mem: int, capacity_bytes: float, batching: str) -> float:
@@ -219,7 +218,7 @@ def _concurrency(prep, ex: dict, n_mem: int, capacity_bytes: float, batching: st
 
 
 class _Design:
-    """One design's inputs at chiplet-type level (the fields of ``core.DesignInputs`` the solver needs)."""
+    """One design's inputs at chiplet-type level (what the solver needs)."""
 
     __slots__ = ("counts", "names", "cols", "orders", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch",
                  "tokens", "admits", "passes", "chunk_extra", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
@@ -289,7 +288,7 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Solver (core.solve with D = 1)
+# Solver
 
 
 def _lpt_order(ref: list[list[float]], nb: int) -> list[int]:
@@ -378,7 +377,7 @@ def _balance(loads: list[float], st_type: list[int], n_types: int, eff: float) -
 
 
 def _mva(demands: list[list[float]], m_max: int, rows_needed: tuple[int, int]):
-    """``core.mva_curve`` of three demand vectors: X(n) for n = 1..m_max per vector, and curve 0's queue rows.
+    """Exact MVA of three demand vectors: X(n) for n = 1..m_max per vector, and curve 0's queue rows.
 
     Same recursion and summation order as the array version (``R_s = D_s(1 + Q_s)``, ``X = n / ΣR_s`` with
     numpy's pairwise sum, ``Q_s = X·R_s``), in Python floats. Stations with the same demands (a type's chiplets
@@ -410,7 +409,7 @@ def _mva(demands: list[list[float]], m_max: int, rows_needed: tuple[int, int]):
 
 def _service_rates(curve: list[float], n_adm: int, u: float, bsz: float, m: float, x_hbm: float, admits: float,
                    mu_max: float) -> list[float]:
-    """μ(n) of the occupancy chain, n = 1..N (``core.solve``'s construction, in floats).
+    """μ(n) of the occupancy chain, n = 1..N, in floats.
 
     ``n·u/B`` batches in flight run at the MVA curve (``core._interp_curve``: ``np.interp`` for one state, else
     ``a + w(b − a)`` between the bracketing integers), below one batch at the one-batch rate scaled down; capped by
@@ -583,7 +582,7 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
         if prep.scenario.ttft_from == "arrival" and math.isfinite(ttft) and not static_b:
             ttft += wait
     if di.chunk_extra > 0 and math.isfinite(ttft):
-        ttft += di.chunk_extra * cycle_time  # core.solve: chunked prefill's passes before the first token
+        ttft += di.chunk_extra * cycle_time  # chunked prefill: the first token comes with the last chunk, n̄ − 1 passes later
     if not di.feasible:
         ttft, thr = _INF, 0.0
     util = [dm * x for dm in demand]
@@ -733,7 +732,7 @@ def _add_batches(acc, batches, g_t, w_of_k, gk, surv, idx, *, ones: bool) -> np.
 
 
 def _static_curves(ex, seq, b, r_tok, feasible, w0, w1) -> tuple[float, float]:
-    """Cumulative tokens at ``w0`` and ``w1`` (``fluid.static_curves`` for one design)."""
+    """Cumulative tokens at ``w0`` and ``w1`` of a static-batching batch sequence."""
     if not feasible:
         return 0.0, 0.0
     tt = np.array([w0, w1])
@@ -752,7 +751,7 @@ def _static_curves(ex, seq, b, r_tok, feasible, w0, w1) -> tuple[float, float]:
 
 
 def _static_ttft(seq, b_f, a0, lam_raw, r_adm, pre_sum, feasible, t0, t1, horizon, from_) -> float:
-    """``fluid.static_ttft`` for one design."""
+    """Mean TTFT of the requests arriving in the window ``[t0, t1]`` under a static-batching batch sequence."""
     if not feasible:
         return float("nan")
     lam = seq["lam"]
@@ -783,13 +782,26 @@ def _static_ttft(seq, b_f, a0, lam_raw, r_adm, pre_sum, feasible, t0, t1, horizo
 
 
 def estimate_one(design, prep: core.Prepared, opts: EstimatorOptions, library=None) -> Estimate:
-    """The estimate of one design: the reference path's result (``core.solve``), computed at type level."""
-    lib = library or core._library()
-    try:
-        di = _design(design, prep, opts, lib)
-        if di is not None:
-            return _solve(di, prep, opts)
-    except (ArithmeticError, ValueError):  # a degenerate design (e.g. NaN rates): numpy semantics decide
-        pass
-    inp = core.design_inputs(design, prep, opts, library=lib)
-    return core._to_estimate(core.solve(inp, prep, opts, sparse=True), inp, prep, 0)
+    """The estimate of one design on a prepared workload."""
+    di = _design(design, prep, opts, library or core._library())
+    if di is None:
+        raise ValueError("the design has no compute chiplet")
+    return _solve(di, prep, opts)
+
+
+def estimate(design, model, workload, *, scenario: Scenario | None = None,
+             options: EstimatorOptions | None = None) -> Estimate:
+    """Estimate throughput, TTFT and TPOT of one design serving ``workload`` with ``model`` (HYDRA §V).
+
+    Args:
+        design: A ``hydra_opt.system.design.DesignPoint`` (or a design YAML path).
+        model: A ``hydra_opt.workload.models.Model`` (or a name/path).
+        workload: A ``hydra_opt.workload.workload.Workload`` (or a name/path).
+        scenario: The run (``hydra_opt.evaluate.scenario.Scenario``; the simulator reads the same one).
+        options: :class:`EstimatorOptions` (model knobs).
+    """
+    opts = options or EstimatorOptions()
+    scn = scenario or Scenario()
+    design, model, workload = core.resolve(design, model, workload)
+    prep = core.prepare(model, workload, scenario=scn, options=opts, precision=getattr(design, "precision", None))
+    return estimate_one(design, prep, opts, library=scn.library())

@@ -177,127 +177,18 @@ class Engine:
         self.mesh = mesh
         self.link_bps = mesh.link_bw_gbps * 1e9
         self.hop_s = mesh.hop_latency_s
-        nb = model.n_blocks
-        self.nb = nb
+        self.nb = model.n_blocks
 
-        # --- per-chiplet-type linear time/energy coefficients: rows [comp_τ, sram_τ, energy_τ]*, mem, io -------
-        types: list = []
-        self.ctype: list[int] = []
-        for c in system.chiplets:
-            if c not in types:
-                types.append(c)
-            self.ctype.append(types.index(c))
-        self.T = len(types)
-        rows = []
-        mem_k, io_k = mem_coefficients(model.coeffs)
-        mem_pj = np.array([system.memories[m].energy_pj_per_byte for m in system.block_mem], dtype=np.float64)
-        cf = {f: model.coeffs[:, i, :] for i, f in enumerate(COST_FIELDS)}
-        for t in types:
-            comp, sram = time_coefficients(t, model.coeffs)
-            # Energy is linear in the cost fields too: price the coefficient matrices through opcost.
-            e = task_energy_j(t, BlockCost(**cf), 0.0, mem_pj[:, None])
-            rows += [comp, sram, np.asarray(e, dtype=np.float64) * np.ones_like(comp)]
-        rows += [mem_k, io_k]
-        self.K = np.stack(rows)  # (3T+2, nb, 6)
-        self.R_MEM = 3 * self.T
-        self.R_IO = 3 * self.T + 1
-
-        # --- topology -----------------------------------------------------------------------------------------
-        self.chip_node = list(system.chip_node)
-        self.block_mem = list(system.block_mem)
-        self.block_node = [system.mem_node[m] for m in self.block_mem]
-        self.families = list(model.families)
-        self.block_mem_xy = [mesh.xy(nd) for nd in self.block_node]
-        self.nc = len(system.chiplets)
-        native, family_any = compat_lists(system.chiplets, model.families)
-        self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any)
-        self.stealing = type(scheduler).steal is not TaskScheduler.steal
-        # The static scheduler is a table lookup: skip the method call on the hot path.
-        self.static_map = None
-        if type(scheduler) is StaticScheduler:
-            om = scheduler.omega
-            self.static_map = {p: [om[(p, b)] for b in range(nb)] for p in ("prefill", "decode")}
-        self.hooks = dict(system.compute_hooks)
-        # Block fusion: per phase, the block after the end of the run of blocks starting at each block that Ω puts
-        # on one chiplet (without its own compute model) with weights on one memory node and of one family.
-        self.seg_end = {p: list(range(1, nb + 1)) for p in ("prefill", "decode")}
-        om = getattr(scheduler, "omega", None)
-        if options.fuse_blocks and om is not None:
-            for p in ("prefill", "decode"):
-                ends = self.seg_end[p]
-                for b in range(nb - 2, -1, -1):
-                    c = om[(p, b)]
-                    if (om[(p, b + 1)] == c and c not in self.hooks and self.block_node[b + 1] == self.block_node[b]
-                            and self.families[b + 1] == self.families[b]):
-                        ends[b] = ends[b + 1]
-        self.hook_cache: dict = {}
-        self.busy = array("q", [0]) * self.nc  # 1 while a task runs on the chiplet
-        self.busy_s = array("d", [0.0]) * self.nc
-        self.queues = self.view.queues  # the view's own lists (the schedulers read them)
-        self.load = self.view.load
-        self.energy_dyn = 0.0
-
-        # --- network --------------------------------------------------------------------------------------------
-        self.sharing = options.sharing
-        self.hopm = [[mesh.hops(a, b) for b in range(mesh.n_nodes)] for a in range(mesh.n_nodes)]
-        port_bw: dict[int, float] = {}
-        for m, nd in enumerate(system.mem_node):
-            port_bw[nd] = port_bw.get(nd, 0.0) + system.memories[m].bw_gbps
-        self.net = None
-        self.flows = None
-        if self.sharing == "maxmin":
-            from hydra_opt.hardware.noi import FlowNetwork
-
-            self.net = FlowNetwork(mesh, port_gbps=port_bw, sharing="maxmin", bin_s=options.link_bins_s)
-        port_res = {nd: mesh.n_links + i for i, nd in enumerate(sorted(port_bw))}
-        self.port_res = port_res
-        self.port_bw = port_bw
-        caps = [self.link_bps] * mesh.n_links + [port_bw[nd] * 1e9 for nd in sorted(port_bw)]
-        if self.sharing in ("fair", "equal"):
-            from hydra_opt.evaluate.simulator.flows import EqualShareFlows
-
-            self.flows = EqualShareFlows(caps, mesh.n_links, waterfill=self.sharing == "fair")
-        self.caps = caps
-        # Resources crossed by the flow from each block's memory to each chiplet: XY route links + memory port.
-        self.res_path: dict[tuple[int, int], tuple[int, ...]] = {}
-        for src in set(system.mem_node):
-            for dst in set(self.chip_node):
-                self.res_path[(src, dst)] = (*mesh.route(src, dst), port_res[src])
-        # Per (block, chiplet): (resources of the memory flow, its path latency); per chiplet pair: hand-off latency.
-        self.bc_path = [
-            [(self.res_path[(self.block_node[b], self.chip_node[c])],
-              self.hopm[self.block_node[b]][self.chip_node[c]] * self.hop_s) for c in range(self.nc)]
-            for b in range(nb)
-        ]
-        self.chip_lat = [[self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s for c in range(self.nc)]
-                         for a in range(self.nc)]
-        self.link_bytes = array("d", [0.0]) * len(caps)
-        self.bin_s = options.link_bins_s if self.net is None else None
-        self.bins = np.zeros((16, len(caps)))
-        self.flow_task: dict[int, object] = {}
-        self.flow_seq = 0
-
-        # --- memory -------------------------------------------------------------------------------------------
-        nm = len(system.memories)
-        free = np.array([m.capacity_bytes for m in system.memories], dtype=np.float64)
-        kv = np.zeros(nm)
-        st = np.zeros(nm)
-        for b in range(nb):
-            m = self.block_mem[b]
-            free[m] -= model.weight_bytes[b]
-            kv[m] += model.kv_bytes_per_token[b]
-            st[m] += model.state_bytes[b]
-        self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
-        self.mem_int = [0.0] * nm
-        self.mem_t = 0.0
+        self._init_coefficients(system, model)
+        self._init_topology(system, model, options, scheduler)
+        self._init_network(system, options)
+        self._init_memory(system, model, options)
 
         # --- batching -------------------------------------------------------------------------------------------
         self.continuous = batching in ("continuous", "chunked")  # chunked shares continuous admission/memory
         self.chunked = batching == "chunked"
         if self.chunked:
-            self.batcher = ChunkedBatcher(
-                self.max_batch, scenario.token_budget, lambda r: (self.prompt[r] + self.gen[r], self.prompt[r] + self.gen[r])
-            )
+            self.batcher = ChunkedBatcher(self.max_batch, scenario.token_budget, self._prefill_tokens)
             self.batcher.form = self._form_empty
         elif self.continuous:
             self.batcher = ContinuousBatcher(
@@ -562,6 +453,11 @@ class Engine:
     # ends. So decode steps never wait for another request's prefill (prefill and decode chiplets are separate in
     # HYDRA's systems). Static batching uses the same machinery without admissions: one prefill pass, then decode
     # passes until the last request finishes.
+
+    def _prefill_tokens(self, r: int) -> tuple[int, int]:
+        """Chunked prefill admission: (prefill tokens, context to hold) of ``r`` if admitted now."""
+        n = self.prompt[r] + self.gen[r]
+        return n, n
 
     def _form_empty(self, queue, mem):
         """Continuous: a new batch starts empty; :meth:`_start_prefill` admits into it."""
@@ -1040,3 +936,122 @@ class Engine:
             preempt_events=self.preempt_events,
             n_arrived=self.n_arrived,
         )
+
+    # ---------------------------------------------------------------------------------------------- set-up
+    def _init_coefficients(self, system: SimSystem, model: SimModel) -> None:
+        """Per-chiplet-type linear time/energy coefficients: rows [comp_τ, sram_τ, energy_τ]*, mem, io."""
+        types: list = []
+        self.ctype: list[int] = []
+        for c in system.chiplets:
+            if c not in types:
+                types.append(c)
+            self.ctype.append(types.index(c))
+        self.T = len(types)
+        rows = []
+        mem_k, io_k = mem_coefficients(model.coeffs)
+        mem_pj = np.array([system.memories[m].energy_pj_per_byte for m in system.block_mem], dtype=np.float64)
+        cf = {f: model.coeffs[:, i, :] for i, f in enumerate(COST_FIELDS)}
+        for t in types:
+            comp, sram = time_coefficients(t, model.coeffs)
+            # Energy is linear in the cost fields too: price the coefficient matrices through opcost.
+            e = task_energy_j(t, BlockCost(**cf), 0.0, mem_pj[:, None])
+            rows += [comp, sram, np.asarray(e, dtype=np.float64) * np.ones_like(comp)]
+        rows += [mem_k, io_k]
+        self.K = np.stack(rows)  # (3T+2, nb, 6)
+        self.R_MEM = 3 * self.T
+        self.R_IO = 3 * self.T + 1
+
+    def _init_topology(self, system: SimSystem, model: SimModel, options: SimOptions, scheduler: TaskScheduler) -> None:
+        """Chiplet/memory nodes, scheduler views, block fusion segments, per-chiplet state."""
+        nb, mesh = self.nb, self.mesh
+        self.chip_node = list(system.chip_node)
+        self.block_mem = list(system.block_mem)
+        self.block_node = [system.mem_node[m] for m in self.block_mem]
+        self.families = list(model.families)
+        self.block_mem_xy = [mesh.xy(nd) for nd in self.block_node]
+        self.nc = len(system.chiplets)
+        native, family_any = compat_lists(system.chiplets, model.families)
+        self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any)
+        self.stealing = type(scheduler).steal is not TaskScheduler.steal
+        # The static scheduler is a table lookup: skip the method call on the hot path.
+        self.static_map = None
+        if type(scheduler) is StaticScheduler:
+            om = scheduler.omega
+            self.static_map = {p: [om[(p, b)] for b in range(nb)] for p in ("prefill", "decode")}
+        self.hooks = dict(system.compute_hooks)
+        # Block fusion: per phase, the block after the end of the run of blocks starting at each block that Ω puts
+        # on one chiplet (without its own compute model) with weights on one memory node and of one family.
+        self.seg_end = {p: list(range(1, nb + 1)) for p in ("prefill", "decode")}
+        om = getattr(scheduler, "omega", None)
+        if options.fuse_blocks and om is not None:
+            for p in ("prefill", "decode"):
+                ends = self.seg_end[p]
+                for b in range(nb - 2, -1, -1):
+                    c = om[(p, b)]
+                    if (om[(p, b + 1)] == c and c not in self.hooks and self.block_node[b + 1] == self.block_node[b]
+                            and self.families[b + 1] == self.families[b]):
+                        ends[b] = ends[b + 1]
+        self.hook_cache: dict = {}
+        self.busy = array("q", [0]) * self.nc  # 1 while a task runs on the chiplet
+        self.busy_s = array("d", [0.0]) * self.nc
+        self.queues = self.view.queues  # the view's own lists (the schedulers read them)
+        self.load = self.view.load
+        self.energy_dyn = 0.0
+
+    def _init_network(self, system: SimSystem, options: SimOptions) -> None:
+        """Flow sharing model, routes and latencies of every (memory, chiplet) and chiplet pair, link accounting."""
+        nb, mesh = self.nb, self.mesh
+        self.sharing = options.sharing
+        self.hopm = [[mesh.hops(a, b) for b in range(mesh.n_nodes)] for a in range(mesh.n_nodes)]
+        port_bw: dict[int, float] = {}
+        for m, nd in enumerate(system.mem_node):
+            port_bw[nd] = port_bw.get(nd, 0.0) + system.memories[m].bw_gbps
+        self.net = None
+        self.flows = None
+        if self.sharing == "maxmin":
+            from hydra_opt.hardware.noi import FlowNetwork
+
+            self.net = FlowNetwork(mesh, port_gbps=port_bw, sharing="maxmin", bin_s=options.link_bins_s)
+        port_res = {nd: mesh.n_links + i for i, nd in enumerate(sorted(port_bw))}
+        self.port_res = port_res
+        self.port_bw = port_bw
+        caps = [self.link_bps] * mesh.n_links + [port_bw[nd] * 1e9 for nd in sorted(port_bw)]
+        if self.sharing in ("fair", "equal"):
+            from hydra_opt.evaluate.simulator.flows import EqualShareFlows
+
+            self.flows = EqualShareFlows(caps, mesh.n_links, waterfill=self.sharing == "fair")
+        self.caps = caps
+        # Resources crossed by the flow from each block's memory to each chiplet: XY route links + memory port.
+        self.res_path: dict[tuple[int, int], tuple[int, ...]] = {}
+        for src in set(system.mem_node):
+            for dst in set(self.chip_node):
+                self.res_path[(src, dst)] = (*mesh.route(src, dst), port_res[src])
+        # Per (block, chiplet): (resources of the memory flow, its path latency); per chiplet pair: hand-off latency.
+        self.bc_path = [
+            [(self.res_path[(self.block_node[b], self.chip_node[c])],
+              self.hopm[self.block_node[b]][self.chip_node[c]] * self.hop_s) for c in range(self.nc)]
+            for b in range(nb)
+        ]
+        self.chip_lat = [[self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s for c in range(self.nc)]
+                         for a in range(self.nc)]
+        self.link_bytes = array("d", [0.0]) * len(caps)
+        self.bin_s = options.link_bins_s if self.net is None else None
+        self.bins = np.zeros((16, len(caps)))
+        self.flow_task: dict[int, object] = {}
+        self.flow_seq = 0
+
+    def _init_memory(self, system: SimSystem, model: SimModel, options: SimOptions) -> None:
+        """Paged KV/state memory left after the weights, per memory."""
+        nb = self.nb
+        nm = len(system.memories)
+        free = np.array([m.capacity_bytes for m in system.memories], dtype=np.float64)
+        kv = np.zeros(nm)
+        st = np.zeros(nm)
+        for b in range(nb):
+            m = self.block_mem[b]
+            free[m] -= model.weight_bytes[b]
+            kv[m] += model.kv_bytes_per_token[b]
+            st[m] += model.state_bytes[b]
+        self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
+        self.mem_int = [0.0] * nm
+        self.mem_t = 0.0
