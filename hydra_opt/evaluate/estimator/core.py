@@ -346,12 +346,6 @@ def type_table(prep: Prepared, chiplet, batching: str, b: int, bw_gbps: float, t
 # Design-level inputs
 
 
-def _counts(design) -> list[tuple[str, int]]:
-    c = design.counts
-    items = c.items() if isinstance(c, dict) else c
-    return [(str(n), int(k)) for n, k in items if int(k) > 0]
-
-
 def _library():
     from hydra_opt.hardware.chiplets import ChipletLibrary
 
