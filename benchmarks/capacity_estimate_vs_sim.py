@@ -100,18 +100,20 @@ def summary(command: str) -> str:
 
     with CSV.open() as fh:
         rows = list(csv.DictReader(fh))
-    lines = [f"# Estimated vs simulated SLO capacity and goodput\n", f"Command: `{command}`\n",
-             f"{len(rows)} designs (rows in `{CSV.relative_to(ROOT)}`).\n",
-             "| metric | designs | Spearman ρ | median est/sim | est = sim = 0 | one side 0 |",
-             "|---|---|---|---|---|---|"]
-    for m in ("capacity_req_s", "goodput_tok_s"):
-        e = np.array([float(r[f"est_{m}"]) for r in rows])
-        s = np.array([float(r[f"sim_{m}"]) for r in rows])
-        both = (e > 0) & (s > 0)
-        rho = spearmanr(e, s).statistic if len(rows) > 2 and np.ptp(e) > 0 and np.ptp(s) > 0 else math.nan
-        ratio = float(np.median(e[both] / s[both])) if both.any() else math.nan
-        lines.append(f"| `{m}` | {len(rows)} | {rho:.3f} | {ratio:.3f} (over {int(both.sum())} with both > 0) | "
-                     f"{int(((e == 0) & (s == 0)).sum())} | {int(((e == 0) ^ (s == 0)).sum())} |")
+    lines = ["# Estimated vs simulated SLO capacity and goodput\n", f"Last command: `{command}`\n",
+             f"{len(rows)} designs (rows in `{CSV.relative_to(ROOT)}`), by batching policy.\n",
+             "| batching | metric | designs | Spearman ρ | median est/sim | est = sim = 0 | one side 0 |",
+             "|---|---|---|---|---|---|---|"]
+    for pol in sorted({r["batching"] for r in rows}):
+        sub = [r for r in rows if r["batching"] == pol]
+        for m in ("capacity_req_s", "goodput_tok_s"):
+            e = np.array([float(r[f"est_{m}"]) for r in sub])
+            s = np.array([float(r[f"sim_{m}"]) for r in sub])
+            both = (e > 0) & (s > 0)
+            rho = spearmanr(e, s).statistic if len(sub) > 2 and np.ptp(e) > 0 and np.ptp(s) > 0 else math.nan
+            ratio = float(np.median(e[both] / s[both])) if both.any() else math.nan
+            lines.append(f"| {pol} | `{m}` | {len(sub)} | {rho:.3f} | {ratio:.3f} (over {int(both.sum())} with both "
+                         f"> 0) | {int(((e == 0) & (s == 0)).sum())} | {int(((e == 0) ^ (s == 0)).sum())} |")
     conv = sum(r["sim_converged"] == "True" for r in rows)
     lines.append(f"\nSimulated searches converged to the tolerance: {conv} of {len(rows)}; "
                  f"runs per search median {np.median([int(r['sim_runs']) for r in rows]):.0f}; wall per design "

@@ -68,3 +68,18 @@ class FakeEvaluator:
 
 def make(spec: Any) -> FakeEvaluator:
     return FakeEvaluator(spec)
+
+
+class LoadingFakeEvaluator(FakeEvaluator):
+    """:class:`FakeEvaluator` that loads the real model and workload (files, traces) like the product evaluator,
+    so the study fingerprint sees their content; estimates stay closed-form."""
+
+    def load(self, model: str, workload: str) -> tuple[Any, Any]:
+        from hydra_opt.workload.models import load_model
+        from hydra_opt.workload.workload import load_workload
+
+        return load_model(model), load_workload(workload)
+
+
+def make_loading(spec: Any) -> LoadingFakeEvaluator:
+    return LoadingFakeEvaluator(spec)

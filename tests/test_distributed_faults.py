@@ -5,6 +5,7 @@ cleanly and a re-run resumes; journal storages (file, Redis) recover dead trials
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import yaml
 from dist_fakes import PG_URL, REDIS_URL, delete_study, server_reachable, unique_name
 from optuna.trial import TrialState
 from test_distributed_workers import FINISHED, cli_env, load, run_cli, write_study
@@ -129,19 +131,22 @@ def test_sigint_stops_cleanly_and_a_rerun_resumes(tmp_path: Path, workers: str, 
     assert sum(t.state in FINISHED for t in load(url, "dist")) == 5
 
 
-def test_journal_file_recover_command(tmp_path: Path) -> None:
-    """Journal file without heartbeat: the dead trial stays RUNNING until ``recover`` fails and requeues it."""
+def _journal_with_a_killed_worker(tmp_path: Path) -> tuple[str, str, list[str]]:
+    """(url, study name, run arguments) of a journal study whose only worker was SIGKILLed mid-simulation; its
+    heartbeats are 10 minutes apart, so only a pid check can tell at once that the trial is dead."""
     url, name = f"journal:///{tmp_path / 'study.log'}", "jf"
     args = [str(write_study(tmp_path, n_trials=4, pruner="none")), "--storage", url, "--study-name", name,
-            "--quiet", "--heartbeat-interval", "0"]
+            "--quiet", "--heartbeat-interval", "600", "--grace-period", "3600"]
     proc = start_hanging(args, tmp_path / "hang")
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
-    res = run_cli(*args)
-    assert res.returncode == 0, res.stderr[-2000:]
-    trials = load(url, name)
-    assert sum(t.state in FINISHED for t in trials) == 3  # the 4th slot is held by the dead RUNNING trial
-    dead = [t for t in trials if t.state == TrialState.RUNNING]
+    return url, name, args
+
+
+def test_journal_file_recover_command(tmp_path: Path) -> None:
+    """Journal file, no worker running: ``recover`` fails the dead trial and requeues it; the next run runs it."""
+    url, name, args = _journal_with_a_killed_worker(tmp_path)
+    dead = [t for t in load(url, name) if t.state == TrialState.RUNNING]
     assert len(dead) == 1
 
     rec = subprocess.run([sys.executable, "-m", "hydra_opt", "recover", "--storage", url, "--study-name", name,
@@ -151,6 +156,27 @@ def test_journal_file_recover_command(tmp_path: Path) -> None:
     res = run_cli(*args)
     assert res.returncode == 0, res.stderr[-2000:]
     assert_killed_trial_retried(load(url, name), 4)
+
+
+def test_dead_local_worker_is_recovered_without_waiting_for_heartbeats(tmp_path: Path) -> None:
+    """Issue 17 D6: a killed worker of this host is provably dead (its pid is gone): the next run fails and
+    retries its trial at once, even with heartbeats far apart, instead of leaving it RUNNING."""
+    url, name, args = _journal_with_a_killed_worker(tmp_path)
+    t0 = time.monotonic()
+    res = run_cli(*args)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert time.monotonic() - t0 < 120  # not the 3600 s grace period
+    assert_killed_trial_retried(load(url, name), 4)
+
+
+def test_heartbeat_interval_zero_is_refused(tmp_path: Path) -> None:
+    """Issue 17 D6: ``--heartbeat-interval 0`` would make a dead worker undetectable: refused, nothing created."""
+    db = tmp_path / "hb0.db"
+    res = run_cli(str(write_study(tmp_path, n_trials=2, pruner="none")), "--storage", f"sqlite:///{db}",
+                  "--heartbeat-interval", "0")
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "--heartbeat-interval" in lines[0], res.stderr
+    assert not db.exists()
 
 
 @pytest.mark.db
@@ -236,3 +262,167 @@ def test_optimize_until_budget_does_not_wait_without_heartbeat(tmp_path: Path) -
     rounds = optimize_until_budget(study, lambda left: calls.append(left), budget=1, timeout_s=None,
                                    journal_grace_s=0.0, sleep=lambda s: pytest.fail("must not wait"))
     assert rounds == 0 and calls == []  # finished + running already fill the budget: no overflow trial either
+
+
+# -- issue 17: outages, creation, the budget's end -------------------------------------------------------------
+def _pg_or_skip() -> None:
+    reason = server_reachable(PG_URL)
+    if reason:
+        pytest.skip(reason)
+
+
+def _wait_for_trials(url: str, name: str, n: int, timeout_s: float = 120) -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        try:
+            if len(load(url, name)) >= n:
+                return
+        except KeyError:
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"no {n} trials after {timeout_s} s")
+
+
+@contextlib.contextmanager
+def _pg_behind_proxy(prefix: str):
+    """(proxy, URL through it, unique study name) for PostgreSQL behind a local TCP proxy; the study is deleted."""
+    from tcp_proxy import TcpProxy
+
+    _pg_or_skip()
+    name = unique_name(prefix)
+    try:
+        with TcpProxy(("127.0.0.1", 5432)) as proxy:
+            yield proxy, PG_URL.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}"), name
+    finally:
+        delete_study(PG_URL, name)
+
+
+def _slow_launchers(study: Path, url: str, name: str, n: int, *extra: str) -> list[subprocess.Popen[str]]:
+    """``n`` launchers of ``study`` on ``url`` whose simulations take 0.4 s (so an outage meets running trials)."""
+    cmd = [sys.executable, "-m", "hydra_opt.run", str(study), "--storage", url, "--study-name", name, "--quiet", *extra]
+    return [subprocess.Popen([*cmd, "--worker-index", str(i)], env=cli_env(HYDRA_OPT_TEST_SIM_S="0.4"), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(n)]
+
+
+@pytest.mark.db
+@pytest.mark.slow
+def test_database_outage_through_a_tcp_proxy_is_ridden_out(tmp_path: Path) -> None:
+    """Issue 17 D4: PostgreSQL unreachable for 8 s (a proxy in front of it stopped) while two workers run: both
+    exit 0 without a traceback, and the study ends with exactly its budget and no trial left RUNNING."""
+    study = write_study(tmp_path, n_trials=14, pruner="none")
+    with _pg_behind_proxy("t17outage") as (proxy, url, name):
+        procs = _slow_launchers(study, url, name, 2, "--heartbeat-interval", "2", "--grace-period", "30")
+        _wait_for_trials(PG_URL, name, 3)
+        proxy.down()
+        time.sleep(8)
+        proxy.up()
+        outs = [p.communicate(timeout=240) for p in procs]
+        for p, (_out, err) in zip(procs, outs):
+            assert p.returncode == 0 and "Traceback" not in err, err[-3000:]
+        trials = load(PG_URL, name)
+        assert sum(t.state in FINISHED for t in trials) == 14
+        assert not [t for t in trials if t.state == TrialState.RUNNING]
+
+
+@pytest.mark.db
+def test_outage_longer_than_the_retry_bound_stops_with_one_line(tmp_path: Path) -> None:
+    """Issue 17 D4: past ``--storage-retry`` the worker stops with one ``hydra_opt: error:`` line naming the
+    storage (exit 3), not Optuna's chained tracebacks."""
+    study = write_study(tmp_path, n_trials=40, pruner="none")
+    with _pg_behind_proxy("t17bound") as (proxy, url, name):
+        proc = _slow_launchers(study, url, name, 1, "--storage-retry", "3")[0]
+        _wait_for_trials(PG_URL, name, 2)
+        proxy.down()
+        t0 = time.monotonic()
+        _out, err = proc.communicate(timeout=120)
+        elapsed = time.monotonic() - t0
+        lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+        assert proc.returncode == 3 and "Traceback" not in err, err[-3000:]
+        assert len(lines) == 1 and lines[0].startswith("hydra_opt: error: storage ") and "unreachable" in lines[0]
+        assert elapsed < 60  # 3 s of retries (+ the heartbeat thread's wait), not a hang
+
+
+def test_interrupted_creation_cannot_leave_a_study_without_fingerprint(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17 D2: a kill between creating the study and writing its fingerprint (simulated by interrupting the
+    first attribute write) must not leave a study that a later run with another search space resumes."""
+    from hydra_opt.dse.spec import load_study_spec
+    from hydra_opt.dse.runner import open_study
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    spec = load_study_spec(write_study(tmp_path, n_trials=2, pruner="none"))
+    from dataclasses import replace
+
+    spec = replace(spec, storage=url)
+
+    def killed(*_a: object, **_k: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(optuna.storages.RDBStorage, "set_study_user_attr", killed)
+        m.setattr(optuna.storages.RDBStorage, "set_study_system_attr", killed)
+        try:
+            open_study(spec)
+        except KeyboardInterrupt:
+            pass
+    other = write_study(tmp_path, name="dist2", n_trials=4, pruner="none",
+                        search_space={**yaml.safe_load(Path(spec.file).read_text())["search_space"],
+                                      "max_batch": [64, 128]})
+    res = run_cli(str(other), "--storage", url, "--study-name", spec.name, "--quiet")
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode in (0, 2) and "Traceback" not in res.stderr, res.stderr[-2000:]
+    if res.returncode == 0:  # the creation was atomic: the study is the first file's, and resuming it is refused
+        pytest.fail(f"a study with another search space was resumed: {res.stdout[-500:]}")
+    assert len(lines) == 1 and "different search space" in lines[0], lines
+
+
+def test_study_without_fingerprint_is_refused_unless_adopted(tmp_path: Path) -> None:
+    """Issue 17 D2: a study created outside hydra_opt (same state as a creation killed half-way on a journal) is
+    unknown: refused with one line; ``--adopt`` claims it, after which another search space is refused."""
+    url = f"sqlite:///{tmp_path / 'u.db'}"
+    optuna.create_study(storage=url, study_name="dist", directions=["maximize", "minimize"])
+    study = write_study(tmp_path, n_trials=2, pruner="none")
+    res = run_cli(str(study), "--storage", url, "--quiet")
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "without a hydra_opt fingerprint" in lines[0], res.stderr
+    assert load(url, "dist") == []  # nothing written
+    res = run_cli(str(study), "--storage", url, "--quiet", "--adopt")
+    assert res.returncode == 0, res.stderr[-2000:]
+    other = write_study(tmp_path, name="dist2", n_trials=4, pruner="none",
+                        search_space={**yaml.safe_load(study.read_text())["search_space"], "max_batch": [64, 128]})
+    res = run_cli(str(other), "--storage", url, "--study-name", "dist", "--quiet")
+    assert res.returncode == 2 and "different search space" in res.stderr, res.stderr
+
+
+@pytest.mark.slow
+def test_kill_at_the_end_of_the_budget_with_default_heartbeats(tmp_path: Path) -> None:
+    """Issue 17 D6: two local workers with the default heartbeat (30 s, grace 120 s); the one holding the last
+    trial is SIGKILLed. The survivor fails and retries it at once (its pid is gone) and exits 0 with exactly the
+    budget finished and nothing RUNNING — not after the grace period, and not leaving the trial behind."""
+    url, name = f"sqlite:///{tmp_path / 'end.db'}", "dist"
+    args = [str(write_study(tmp_path, n_trials=4, pruner="none")), "--storage", url, "--workers", "2", "--quiet"]
+    hang = tmp_path / "hang"
+    proc = start_hanging(args, hang)
+    os.kill(hung_pid(hang), signal.SIGKILL)
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]
+    assert time.monotonic() - t0 < 100  # well before the 120 s grace period
+    assert_killed_trial_retried(load(url, name), 4)
+
+
+def test_timeout_before_the_grace_period_warns_about_a_running_trial(tmp_path: Path) -> None:
+    """Issue 17 D6: a worker on another host died holding a trial; this run's timeout comes before the grace
+    period. It must not exit 0 silently: one warning line names the trial still RUNNING."""
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    study = write_study(tmp_path, n_trials=3, pruner="none")
+    assert run_cli(str(study), "--storage", url, "--quiet", "--n-trials", "2").returncode == 0
+    from hydra_opt.dse.fault import WORKER_ATTR
+
+    s = optuna.load_study(study_name="dist", storage=url)
+    ghost = s.ask()
+    s._storage.set_trial_system_attr(ghost._trial_id, WORKER_ATTR, "another-host:4242")
+    res = run_cli(str(study), "--storage", url, "--quiet", "--timeout", "4")
+    assert res.returncode == 0, res.stderr[-2000:]
+    warn = [ln for ln in res.stderr.splitlines() if ln.startswith("hydra_opt: warning:")]
+    assert len(warn) == 1 and "still RUNNING" in warn[0] and f"{ghost.number} (another-host:4242" in warn[0], res.stderr

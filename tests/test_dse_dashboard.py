@@ -59,32 +59,39 @@ def study_dir(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.fixture(scope="module")
-def dashboard(study_dir: Path):
+def start_dashboard(storage_url: str, *extra: str) -> tuple[subprocess.Popen, str]:
+    """Start ``optuna-dashboard`` on a free local port; return the process and its base URL once it answers."""
     exe = shutil.which("optuna-dashboard") or str(Path(sys.executable).parent / "optuna-dashboard")
     port = _free_port()
-    proc = subprocess.Popen(
-        [exe, f"sqlite:///{study_dir / 'quickstart.db'}", "--host", "127.0.0.1", "--port", str(port),
-         "--artifact-dir", str(study_dir / "artifacts" / "quickstart")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    proc = subprocess.Popen([exe, storage_url, "--host", "127.0.0.1", "--port", str(port), *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while True:
         try:
             _get(f"{base}/api/meta")
-            break
+            return proc, base
         except Exception:  # noqa: BLE001
             if proc.poll() is not None or time.time() > deadline:
                 proc.kill()
                 pytest.fail(f"optuna-dashboard did not start: {proc.stderr.read().decode()[-2000:]}")
             time.sleep(0.3)
-    yield base
+
+
+def stop_dashboard(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture(scope="module")
+def dashboard(study_dir: Path):
+    proc, base = start_dashboard(f"sqlite:///{study_dir / 'quickstart.db'}", "--artifact-dir",
+                                 str(study_dir / "artifacts" / "quickstart"))
+    yield base
+    stop_dashboard(proc)
 
 
 def _study(base: str) -> tuple[int, dict]:

@@ -74,6 +74,11 @@ def test_tp_per_ttft_metric() -> None:
         ({"objectives": ["ttft_s"], "constraints": [{"metric": "ttft_s"}]}, "constraints[0]"),
         ({"objectives": ["ttft_s"], "extra": 1}, "extra"),
         ({"objectives": []}, "objectives"),
+        ({"objectives": ["capacity_req_s"], "slo": {"ttft_s": 0}}, "slo.ttft_s"),
+        ({"objectives": ["capacity_req_s"], "slo": {"attainment": 2}}, "slo.attainment"),
+        ({"objectives": ["capacity_req_s"], "slo": {"p90": 1}}, "slo.p90"),
+        ({"objectives": ["capacity_req_s"], "capacity": {"max_runs": 1}}, "capacity.max_runs"),
+        ({"objectives": ["capacity_req_s"], "capacity": {"window": 10}}, "capacity.window"),
     ],
 )
 def test_objective_errors_are_located(doc: dict, key: str) -> None:
@@ -155,3 +160,15 @@ def test_exhaustive_sweep_resumes_from_its_storage(tmp_path) -> None:
     ev2 = FakeEvaluator()
     run_exhaustive(designs, [("m", "w")], spec, ev2, simulate="all", storage=url, sim_seed=1)
     assert ev2.n_simulated == n_feas
+
+
+def test_slo_and_capacity_settings_parse_and_mark_the_expensive_metric() -> None:
+    from hydra_opt.evaluate.slo import Slo
+
+    spec = _parse({"objectives": ["capacity_req_s", "ttft_p90_s"], "slo": {"ttft_s": 1.5},
+                   "capacity": {"requests": 500, "window_s": 20, "max_runs": 7}})
+    assert spec.slo == Slo(ttft_s=1.5) and spec.needs_capacity
+    assert (spec.capacity.requests, spec.capacity.window_s, spec.capacity.max_runs) == (500, 20.0, 7)
+    cheap = _parse({"objectives": ["goodput_tok_s"], "constraints": [{"metric": "slo_attainment", "min": 0.9}]})
+    assert not cheap.needs_capacity and cheap.slo == Slo()
+    assert METRICS["capacity_req_s"].direction == "maximize" and METRICS["capacity_req_s"].unit == "req/s"

@@ -181,3 +181,46 @@ def test_study_name_cannot_move_the_artifact_folder(name: str, tmp_path: Path) -
     spec = load_study_spec(path)
     assert spec.artifact_dir is not None
     assert spec.artifact_dir.resolve().parent == (tmp_path / "artifacts").resolve()
+
+
+#: Issue 17 D7/D8: the other commands' cases (simulate, estimate, report); ``{C}`` is the corpus copy, ``{T}`` the
+#: test's folder; each must exit 2 with one located line, write nothing and never print a traceback.
+COMMANDS: dict[str, tuple[list[str], list[str]]] = {
+    "simulate_seed_negative": (["simulate", "--design", "{C}/designs/ok.yaml", "--model", "nemotron-h-4b",
+                                "--workload", "chat", "--requests", "4", "--seed", "-1"], ["--seed"]),
+    "simulate_chiplets_1000": (["simulate", "--design", "{C}/designs/chiplets_1000.yaml", "--model", "nemotron-h-4b",
+                                "--workload", "chat", "--requests", "4"], ["chiplets_1000.yaml", "chiplets"]),
+    "simulate_zero_hbm": (["simulate", "--design", "{C}/designs/zero_hbm.yaml", "--model", "nemotron-h-4b",
+                           "--workload", "chat", "--requests", "4"], ["zero_hbm.yaml", "n_mem"]),
+    "estimate_zero_hbm": (["estimate", "--design", "{C}/designs/zero_hbm.yaml", "--model", "nemotron-h-4b",
+                           "--workload", "chat"], ["zero_hbm.yaml", "n_mem"]),
+    "estimate_bw_tiny": (["estimate", "--design", "{C}/designs/bw_tiny.yaml", "--model", "nemotron-h-4b",
+                          "--workload", "chat"], ["bw_tiny.yaml", "d2d_bw_gbps", "GB/s"]),
+    "simulate_trace_out_missing_folder": (["simulate", "--design", "{C}/designs/ok.yaml", "--model", "nemotron-h-4b",
+                                           "--workload", "chat", "--requests", "4", "--trace-out",
+                                           "{T}/no/such/folder/t.csv"], ["--trace-out", "does not exist"]),
+    "report_out_dev_null": (["report", "--storage", "sqlite:///{T}/r.db", "--study-name", "r", "--out", "/dev/null"],
+                            ["--out", "not a folder"]),
+    "report_out_under_a_file": (["report", "--storage", "sqlite:///{T}/r.db", "--study-name", "r", "--out",
+                                 "{C}/MANIFEST.yaml/sub"], ["--out", "not a folder"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMMANDS))
+def test_other_commands_refuse_hostile_input_with_one_line(case: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    work = tmp_path / "corpus"
+    shutil.copytree(CORPUS, work)
+    out_dir = tmp_path / "t"
+    out_dir.mkdir()
+    optuna.create_study(storage=f"sqlite:///{out_dir / 'r.db'}", study_name="r")  # what `report` reads
+    before = _files(tmp_path)
+    argv, fragments = COMMANDS[case]
+    argv = [a.replace("{C}", str(work)).replace("{T}", str(out_dir)) for a in argv]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("hydra_opt: error: "), (out, err)
+    assert all(f in lines[0] for f in fragments), lines[0]
+    sqlite_side = {f for f in _files(tmp_path) if f.endswith(("-wal", "-shm"))}  # opened to read, not written
+    assert _files(tmp_path) - sqlite_side == before  # nothing written

@@ -13,9 +13,6 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "hydra_opt"
-#: Circles being removed elsewhere (none left: the estimator's core↔single circle went with its second solver,
-#: issue 16 step 3); nothing may be added here.
-KNOWN: list[list[str]] = []
 
 
 def _module_name(path: Path) -> str:
@@ -117,5 +114,5 @@ def test_graph_sees_function_level_imports() -> None:
 
 
 def test_no_import_cycles() -> None:
-    cycles = [c for c in import_cycles() if c not in KNOWN]
+    cycles = import_cycles()
     assert cycles == [], "import circles: " + "; ".join(" <-> ".join(c) for c in cycles)

@@ -69,7 +69,7 @@ def test_defaults_from_minimal_yaml() -> None:
         ({"chiplets": {"tscs_p": 1.5}}, "chiplets.tscs_p", "not an integer"),
         ({"n_mem": float("nan")}, "n_mem", "not an integer"),
         ({"d2d_bw_gbps": float("nan")}, "d2d_bw_gbps", "finite"),
-        ({"d2d_bw_gbps": -5}, "d2d_bw_gbps", "positive"),
+        ({"d2d_bw_gbps": -5}, "d2d_bw_gbps", "1..1e+06 GB/s"),
         ({"max_batch": 0}, "max_batch", ">= 1"),
         ({"placement": "bw"}, "placement", "cp, rr, random"),
         ({"scheduler": "fifo"}, "scheduler", "elastic"),

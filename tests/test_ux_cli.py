@@ -20,20 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from test_dse_study import SPACE  # the dse tests' small space (n_mem = 2 is infeasible for the fake evaluator)
+
 from hydra_opt.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
-
-SPACE = {
-    "kind": "search_space",
-    "name": "small",
-    "slots": 24,
-    "chiplets": {"tscs_p": {"min": 1, "max": 21}, "tscs_d": {"min": 1, "max": 21}},
-    "memory": {"count": {"min": 2, "max": 8}},  # n_mem = 2 is infeasible for the fake evaluator
-    "d2d_bw_gbps": [256, 512],
-    "max_batch": [4, 8, 16],
-}
 
 
 def study_file(tmp_path: Path, name: str = "s", n_trials: int = 20, **extra) -> Path:

@@ -68,6 +68,18 @@ def _run_reproduce(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _check_out(out: Path, *, yaml_file: bool) -> None:
+    """``--out`` must be (or be creatable as) a folder — or, for ``--export-design``, a YAML file in an existing
+    folder; refused before anything is written (``/dev/null`` is neither)."""
+    folder = out.parent if yaml_file else out
+    if yaml_file and out.exists() and not out.is_file():
+        raise ConfigError("is not a regular file", file="<cli>", key="--out", value=str(out))
+    existing = next((a for a in (folder, *folder.parents) if a.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise ConfigError(f"is not a folder ({existing} exists and is not one)", file="<cli>", key="--out",
+                          value=str(out))
+
+
 def run(args: argparse.Namespace) -> int:
     from hydra_opt.dse.report import export_design, format_front_table, reasons_lines, write_report
     from hydra_opt.dse.storages import check_url, redact_url
@@ -93,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("is not a path", file="<cli>", key="--out")
     study = load_study_by_name(storage, name)
     out = Path(args.out) if args.out else Path(f"report_{study.study_name}")
+    _check_out(out, yaml_file=args.export_design is not None and out.suffix in (".yaml", ".yml"))
     if args.export_design is not None:
         try:
             number = int(args.export_design)

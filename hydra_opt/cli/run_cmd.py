@@ -41,6 +41,9 @@ def register(sub: Any) -> argparse.ArgumentParser:
                         "default 30); a trial silent for --grace-period is failed and retried (docs/distributed.md)")
     p.add_argument("--grace-period", metavar="S", default=None,
                    help="seconds without a heartbeat after which a running trial counts as dead (default 120)")
+    p.add_argument("--adopt", action="store_true",
+                   help="claim an existing study that has no hydra_opt fingerprint (created outside hydra_opt, or "
+                        "its creation was interrupted) for this study file")
     p.add_argument("--storage-retry", metavar="S", default=None,
                    help="seconds storage operations are retried through an outage before the worker stops with "
                         "one line (default 60; 0 disables)")
@@ -202,7 +205,11 @@ def run(args: argparse.Namespace) -> int:
     spec = load_study_spec(args.study)
     opts = RunOptions(storage=args.storage, study_name=args.study_name, n_trials=n_trials, timeout_s=timeout,
                       workers=workers, seed=seed, worker_index=worker_index, quiet=args.quiet,
-                      storage_options=storage_options)
+                      storage_options=storage_options, adopt=args.adopt)
+    if spec.evaluator:
+        # docs/distributed.md "Trust": a study file naming an evaluator is code, run with this user's rights.
+        print(f"note: {args.study}: evaluator {spec.evaluator!r} is imported and run (a study file with "
+              "'evaluator:' is code: run only study files you trust)", flush=True)
     metrics = [m.name for m in spec.objectives.metrics]
     units = [(m, METRICS[m].unit) for m in metrics]
     storage_shown = redact_url(args.storage or spec.storage)
@@ -249,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
     publish_to_dashboard(study)  # study note (reasons, front) and the titled Pareto plot
     print()
     of = "in the sweep" if spec.exhaustive is not None else f"of budget {budget}"
-    print(f"finished trials: {summary.finished} {of} ({summary.finished - summary.finished_before} "
+    print(f"finished trials: {summary.finished} {of} ({summary.finished_here} "
           f"this run) | COMPLETE {summary.complete} ({summary.simulated} simulated) | pruned {summary.pruned - summary.infeasible} | "
           f"infeasible {summary.infeasible} | failed {summary.failed}")
     for line in format_reasons(count_reasons(study.get_trials(deepcopy=False))):

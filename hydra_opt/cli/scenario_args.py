@@ -66,12 +66,18 @@ def design_from_args(args: argparse.Namespace) -> Any:
 
     over = {"max_batch": args.max_batch, "batching": args.batching, "scheduler": args.scheduler,
             "placement": args.placement}
+    from hydra_opt.system.design import placement_problem
+
     try:
-        return load_design(args.design).with_overrides(over, file="<cli>", key="--")
+        design = load_design(args.design).with_overrides(over, file="<cli>", key="--")
     except ConfigError as exc:
         if exc.file == "<cli>" and exc.key:
             exc.key = exc.key.replace("_", "-")
         raise
+    problem = placement_problem(design)  # simulate and estimate refuse the same unplaceable designs
+    if problem is not None:
+        raise ConfigError(problem[1], file=args.design, key=problem[0])
+    return design
 
 
 def run_header(design: Any, model: Any, workload: Any, scenario: Any) -> str:

@@ -8,7 +8,7 @@ import math
 
 from hydra_opt.cli.scenario_args import add_run_args, design_from_args, run_header, scenario_from_args
 
-__all__ = ["register", "run", "add_slo_args", "slo_of", "capacity_window"]
+__all__ = ["register", "run", "add_slo_args", "slo_of", "capacity_window", "check_output_file", "load_placeable_design"]
 
 
 def add_slo_args(p: argparse.ArgumentParser) -> None:
@@ -77,19 +77,55 @@ def _options(args: argparse.Namespace):
     return SimOptions(**over)
 
 
+def check_output_file(path: str | None, key: str) -> None:
+    """Refuse an output file whose folder does not exist (or that names a folder) before any work is done."""
+    from pathlib import Path
+
+    from hydra_opt.config.errors import ConfigError
+
+    if path is None:
+        return
+    p = Path(path)
+    if "\x00" in path or p.is_dir():
+        raise ConfigError("is not a file path", file="<cli>", key=key, value=path)
+    if not p.parent.is_dir():
+        raise ConfigError(f"is in a folder that does not exist ({p.parent})", file="<cli>", key=key, value=path)
+
+
+def load_placeable_design(path: str):  # noqa: ANN201 - DesignPoint (lazy import)
+    """The design YAML ``path``, refused with one line when its chiplets cannot be placed (``simulate`` and
+    ``estimate`` refuse the same designs)."""
+    from hydra_opt.config.errors import ConfigError
+    from hydra_opt.system.design import load_design, placement_problem
+
+    design = load_design(path)
+    problem = placement_problem(design)
+    if problem is not None:
+        raise ConfigError(problem[1], file=path, key=problem[0])
+    return design
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the simulation and print a summary (or JSON)."""
+    from hydra_opt.config.errors import ConfigError
     from hydra_opt.evaluate import simulate
     from hydra_opt.evaluate.simulator.goodput import simulated_capacity, slo_metrics
+    from hydra_opt.system.placement import PlacementError
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
 
     slo = slo_of(args)
+    if not 0 <= args.seed <= 2**32 - 1:
+        raise ConfigError(f"must be in [0, {2**32 - 1}]", file="<cli>", key="--seed", value=args.seed)
+    for key, out in (("--trace-out", args.trace_out), ("--link-heatmap", args.link_heatmap)):
+        check_output_file(out, key)
     scenario = scenario_from_args(args, slo=slo)
     design = design_from_args(args)
     model, workload = load_model(args.model), load_workload(args.workload)
-    opt = _options(args)
-    res = simulate(design, model, workload, seed=args.seed, scenario=scenario, options=opt)
+    try:
+        res = simulate(design, model, workload, seed=args.seed, scenario=scenario, options=opt)
+    except PlacementError as exc:  # e.g. weights that fit no memory split: a property of the design file
+        raise ConfigError(f"cannot be placed: {exc}", file=args.design) from None
     extra = {"slo": slo.to_dict(), **slo_metrics(res, slo)}
     if args.capacity:
         extra.update(simulated_capacity(design, model, workload, seed=args.seed, scenario=scenario, options=opt,

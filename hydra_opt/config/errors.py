@@ -44,6 +44,14 @@ def _short(value: Any) -> str:
     return text.replace("\n", "\\n")
 
 
+def _printable(text: str) -> str:
+    """``text`` on one line: control characters (a key or file name holding a newline or an escape sequence)
+    are shown escaped, so the error stays one line and cannot rewrite the terminal."""
+    if all(32 <= ord(c) != 127 for c in text):
+        return text
+    return "".join(c if 32 <= ord(c) != 127 else repr(c)[1:-1] for c in text)
+
+
 class ConfigError(ValueError):
     """A user-input error located at ``file: key: value problem``.
 
@@ -80,7 +88,7 @@ class ConfigError(ValueError):
             parts.append(self.key)
         head = ": ".join(parts)
         body = f"{_short(self.value)} {self.problem}" if self.show_value else self.problem
-        return f"{head}: {body}" if head else body
+        return _printable(f"{head}: {body}" if head else body)
 
     def located(self, *, file: str | None = None, prefix: str | None = None) -> ConfigError:
         """A copy with the file set (if missing) and the key path prefixed."""

@@ -35,7 +35,7 @@ from hydra_opt.dse.storages import StorageOptions
 if TYPE_CHECKING:
     from hydra_opt.dse.spec import StudySpec
 
-__all__ = ["ExhaustiveResult", "choose", "estimate_designs", "run_exhaustive", "run_sweep_worker", "recovery",
+__all__ = ["ExhaustiveResult", "choose", "estimate_designs", "prepare_sweep", "run_exhaustive", "run_sweep_worker", "recovery",
            "screen", "sweep_table"]
 
 
@@ -222,7 +222,7 @@ def sweep_table(study: optuna.Study, spec: StudySpec, evaluator: Evaluator | Non
 
 
 # -- the study-file sweep (python -m hydra_opt.run) ------------------------------------------------------------
-def _prepare(study: optuna.Study, spec: StudySpec, evaluator: Evaluator) -> None:
+def prepare_sweep(study: optuna.Study, spec: StudySpec, evaluator: Evaluator) -> None:
     """Fill the queue once (estimation pass + enqueue), or, once it is complete, re-queue failed designs."""
     assert spec.exhaustive is not None
     definition = spec.exhaustive.definition(spec.sim_seed)
@@ -270,7 +270,7 @@ def run_sweep_worker(
 ) -> int:
     """One worker of the sweep of a study file: fill or repair the queue, run it, write the table when complete.
     Returns the number of trials this worker ran."""
-    _prepare(study, spec, evaluator)
+    prepare_sweep(study, spec, evaluator)
     objective = sweep.SweepObjective(evaluator, spec.pairs, spec.objectives, spec.sim_seed, suggest=spec.space.suggest)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -364,8 +364,8 @@ def optimize_until_budget(
         if waiting:
             must_run = True
             continue
-        if running and not watched and recover_stale_trials(study, math.inf, max_retry=max_retry):
-            must_run = True  # a dead local worker's trial: failed at once even without heartbeats; retry it here
+        if running and recover_stale_trials(study, math.inf, max_retry=max_retry):
+            must_run = True  # a dead local worker's trial: failed at once, whatever the heartbeat; retry it here
             continue
         if not running or not watched:
             return rounds  # nothing left that could finish the budget here (a sampler stop, or no heartbeat)

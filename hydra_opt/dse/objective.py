@@ -300,7 +300,9 @@ class DseObjective:
                 for r in self.evaluator.feasibility(design, model):
                     reasons.append(r if len(self.pairs) == 1 else f"{pkey}: {r}")
         if reasons:
-            trial.set_user_attr("infeasible", reasons[:20])
+            # All reasons in the system attribute (trial_infeasible); the user attribute stays one short line.
+            trial.storage.set_trial_system_attr(trial._trial_id, "infeasible", reasons[:20])
+            trial.set_user_attr("infeasible", reasons[0] + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""))
             trial.set_user_attr(CONSTRAINTS_ATTR, [float(len(reasons))] + [1.0] * (self.n_constraints - 1))
             report.infeasible = reasons
             save_trial_note(trial, note_markdown("infeasible", reasons))

@@ -32,6 +32,7 @@ __all__ = [
     "format_reasons",
     "note_markdown",
     "save_trial_note",
+    "trial_infeasible",
     "trial_reason",
 ]
 
@@ -63,11 +64,23 @@ def trial_reason(t: FrozenTrial) -> tuple[str, str]:
     if t.state != TrialState.PRUNED:
         return "", ""
     if ua.get("infeasible"):
-        return "infeasible", str(ua["infeasible"][0])
+        return "infeasible", trial_infeasible(t)[0]
     promo = str(ua.get("promotion", ""))
     if "sim_wall_s" in ua:
         promo = "non-finite-simulation"
     return "not promoted", PROMOTION_TEXT.get(promo, promo or "not estimated")
+
+
+def trial_infeasible(t: FrozenTrial) -> list[str]:
+    """All infeasibility reasons of a trial (system attribute ``infeasible``; older studies: the user attribute,
+    a list; the user attribute is one short line with the first reason)."""
+    reasons = t.system_attrs.get("infeasible")
+    if isinstance(reasons, (list, tuple)) and reasons:
+        return [str(r) for r in reasons]
+    ua = t.user_attrs.get("infeasible")
+    if isinstance(ua, (list, tuple)):
+        return [str(r) for r in ua]
+    return [str(ua)] if ua else []
 
 
 @dataclass

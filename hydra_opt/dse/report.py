@@ -26,7 +26,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from hydra_opt.config import ConfigError
-from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_reason
+from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_infeasible, trial_reason
 from hydra_opt.dse.trial_design import design_label, trial_design
 
 __all__ = [
@@ -201,7 +201,7 @@ def trials_frame(study: optuna.Study):
             "state": t.state.name,
             "promotion": t.user_attrs.get("promotion", ""),
             "feasible": _feasible(t) and "infeasible" not in t.user_attrs,
-            "infeasible": "; ".join(t.user_attrs.get("infeasible", [])),
+            "infeasible": "; ".join(trial_infeasible(t)),
         }
         rec["outcome"], rec["reason"] = trial_reason(t)
         for m in metrics:
@@ -299,7 +299,8 @@ def _plotly_figure(df, rows, facts, metrics, names, title: str):
         row = sim[sim["trial"] == n]
         fig.add_trace(go.Scatter(x=row[f"sim_{mx}"], y=row[f"sim_{my}"], mode="markers+text",
                                  name="B*" if key == "bstar" else "M_T", text=["B*" if key == "bstar" else "M_T"],
-                                 textposition="top center", marker=dict(symbol=sym, size=18, color="gold",
+                                 textposition="top center" if key == "bstar" else "bottom center",
+                                 marker=dict(symbol=sym, size=18, color="gold",
                                                                         line=dict(color="black", width=1))))
     head, _, sub = title.partition("\n")
     fig.update_layout(title=f"{head}<br><sup>{sub}: estimated vs simulated</sup>", xaxis_title=names[0],
@@ -331,8 +332,11 @@ def publish_to_dashboard(study: optuna.Study) -> None:
         from optuna_dashboard import save_note, save_plotly_graph_object
     except ImportError:  # pragma: no cover - optuna-dashboard is a dependency
         return
-    save_note(study, "## hydra_opt summary\n\n```\n" + "\n".join([*reasons_lines(study), "", format_front_table(study)])
-              + "\n```\n")
+    table = format_front_table(study).splitlines()
+    # The B*/M_T definition is one long line: a paragraph (wrapped), not part of the fixed-width block.
+    tail = [table.pop()] if table and table[-1].startswith("B* =") else []
+    save_note(study, "## hydra_opt summary\n\n```\n" + "\n".join([*reasons_lines(study), "", *table]) + "\n```\n\n"
+              + "\n".join(tail) + "\n")
     fig = pareto_figure(study)
     if fig is not None:
         save_plotly_graph_object(study, fig, graph_object_id=DASHBOARD_PLOT_ID)

@@ -7,10 +7,14 @@ command-line overrides of a spec; :class:`RunSummary` is what a run did.
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -19,11 +23,18 @@ from optuna.trial import FrozenTrial, TrialState
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.callbacks import budget_callback, plan_callback, revisit_callback
 from hydra_opt.dse.evaluators import Evaluator
-from hydra_opt.dse.exhaustive import run_sweep_worker
+from hydra_opt.dse.exhaustive import prepare_sweep, run_sweep_worker
 from hydra_opt.dse.objective import FINISHED_STATES, BudgetReached, DseObjective, TrialReport
 from hydra_opt.dse.samplers import make_sampler, worker_seed
-from hydra_opt.dse.spec import StudySpec, load_study_spec
-from hydra_opt.dse.storages import StorageOptions, check_url, make_storage, redact_url, require_existing
+from hydra_opt.dse.spec import StudySpec, content_digest, load_study_spec, output_dir_problem
+from hydra_opt.dse.storages import (
+    StorageOptions,
+    check_url,
+    create_study_with_attrs,
+    make_storage,
+    redact_url,
+    require_existing,
+)
 
 __all__ = [
     "check_study",
@@ -57,6 +68,7 @@ class RunOptions:
     worker_index: int = 0
     quiet: bool = False
     storage_options: StorageOptions = StorageOptions()
+    adopt: bool = False
 
 
 @dataclass
@@ -74,6 +86,8 @@ class RunSummary:
         infeasible: PRUNED trials that were infeasible.
         failed: FAIL trials at the end.
         wall_s: Wall time of the run, s.
+        finished_here: Trials this run's own worker processes finished (other launchers on the same study
+            count theirs).
     """
 
     study_name: str
@@ -88,6 +102,7 @@ class RunSummary:
     wall_s: float = 0.0
 
     simulated: int = 0
+    finished_here: int = 0
 
     @property
     def promotion_rate(self) -> float:
@@ -104,6 +119,11 @@ def apply_options(spec: StudySpec, opts: RunOptions) -> StudySpec:
         changes["storage"] = check_url(opts.storage, file="<cli>", key="--storage")
     if opts.study_name:
         changes["name"] = opts.study_name
+        from hydra_opt.dse.artifacts import safe_name
+
+        base = Path(spec.file).resolve().parent
+        if spec.artifact_dir == base / "artifacts" / safe_name(spec.name):  # the default follows the name in use
+            changes["artifact_dir"] = base / "artifacts" / safe_name(opts.study_name)
     if opts.n_trials is not None:
         if spec.exhaustive is not None:
             raise ConfigError("does not apply to an exhaustive sweep (its trials are the designs of "
@@ -116,41 +136,78 @@ def apply_options(spec: StudySpec, opts: RunOptions) -> StudySpec:
     return replace(spec, **changes) if changes else spec
 
 
-def open_study(spec: StudySpec, *, sampler: optuna.samplers.BaseSampler | None = None, storage_options: StorageOptions | None = None, create: bool = True) -> optuna.Study:
-    """Create or load the study of ``spec`` on its storage; refuse to resume a study defined differently."""
+def open_study(spec: StudySpec, *, sampler: optuna.samplers.BaseSampler | None = None,
+               storage_options: StorageOptions | None = None, create: bool = True, content: str = "",
+               adopt: bool = False) -> optuna.Study:
+    """Create or load the study of ``spec`` on its storage; refuse to resume a study defined differently.
+
+    A new study is created together with its fingerprint (one transaction on RDB storages), so a kill during
+    creation cannot leave a study without one. A study found without a fingerprint (created outside hydra_opt, or
+    by an interrupted creation on a journal) is *unknown*: refused unless ``adopt``, which claims it for ``spec``.
+
+    Args:
+        content: :func:`~hydra_opt.dse.spec.content_digest` of the loaded pairs (part of the fingerprint).
+    """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = make_storage(spec.storage, storage_options)
     exists = spec.name in optuna.study.get_all_study_names(storage)
     if not exists and not create:
         raise ConfigError("no such study in the storage", key="--study-name", value=spec.name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        study = optuna.create_study(
-            storage=storage, study_name=spec.name, directions=spec.objectives.directions,
-            sampler=sampler, load_if_exists=True,
-        ) if (create or exists) else None
-    assert study is not None
-    if exists:
-        if [d.name.lower() for d in study.directions] != spec.objectives.directions:
-            raise ConfigError(
-                f"exists in the storage with directions {[d.name.lower() for d in study.directions]}; the study file "
-                f"asks for {spec.objectives.directions} (use another --study-name)", key="name", value=spec.name, file=spec.file,
-            )
-        old = study.user_attrs.get(SPEC_ATTR)
-        if old is not None and old != spec.fingerprint():
-            raise ConfigError(
-                "exists in the storage with a different search space/objectives/workloads; resume it with the same "
-                "study file or choose another --study-name", key="name", value=spec.name, file=spec.file,
-            )
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(spec.objectives.metric_names)
-        study.set_user_attr(SPEC_ATTR, spec.fingerprint())
-        study.set_user_attr("hydra_opt_pairs", spec.pair_keys)
-        study.set_user_attr("hydra_opt_metrics", [m.name for m in spec.objectives.metrics])
-        study.set_user_attr("hydra_opt_space", spec.space.name)
+    attrs = _study_attrs(spec, content)
+    created = False
+    if not exists:
+        try:
+            create_study_with_attrs(storage, spec.name, spec.objectives.directions, attrs,
+                                    {_METRIC_NAMES: spec.objectives.metric_names})
+            created = True
+        except optuna.exceptions.DuplicatedStudyError:
+            pass  # another worker created it just now: check it like any existing study
+    study = optuna.load_study(study_name=spec.name, storage=storage, sampler=sampler)
+    if not created:
+        _check_existing(study, spec, attrs, adopt)
     return study
+
+
+#: Optuna's study system attribute holding the metric names (``Study.set_metric_names``).
+_METRIC_NAMES = "study:metric_names"
+
+
+def _study_attrs(spec: StudySpec, content: str) -> dict[str, Any]:
+    return {SPEC_ATTR: spec.fingerprint(content), "hydra_opt_pairs": spec.pair_keys,
+            "hydra_opt_metrics": [m.name for m in spec.objectives.metrics], "hydra_opt_space": spec.space.name}
+
+
+def _check_existing(study: optuna.Study, spec: StudySpec, attrs: dict[str, Any], adopt: bool) -> None:
+    if [d.name.lower() for d in study.directions] != spec.objectives.directions:
+        raise ConfigError(
+            f"exists in the storage with directions {[d.name.lower() for d in study.directions]}; the study file "
+            f"asks for {spec.objectives.directions} (use another --study-name)", key="name", value=spec.name,
+            file=spec.file,
+        )
+    old = study.user_attrs.get(SPEC_ATTR)
+    for _ in range(20):  # a journal study is created, then fingerprinted: give a concurrent creator 2 s
+        if old is not None or study.get_trials(deepcopy=False):
+            break
+        time.sleep(0.1)
+        old = study.user_attrs.get(SPEC_ATTR)
+    if old is None and adopt:
+        for key, value in attrs.items():
+            study.set_user_attr(key, value)
+        study._storage.set_study_system_attr(study._study_id, _METRIC_NAMES, spec.objectives.metric_names)
+        return
+    if old is None:
+        raise ConfigError(
+            "exists in the storage without a hydra_opt fingerprint (created outside hydra_opt, or its creation "
+            "was interrupted), so its trials may come from another search space or workload; pass --adopt to "
+            "claim it for this study file, or choose another --study-name", key="name", value=spec.name,
+            file=spec.file,
+        )
+    if old != attrs[SPEC_ATTR]:
+        raise ConfigError(
+            "exists in the storage with a different search space/objectives/workloads/pruner/settings (or their "
+            "files' content changed); resume it with the same study file and inputs or choose another "
+            "--study-name", key="name", value=spec.name, file=spec.file,
+        )
 
 
 def load_study_by_name(storage_url: str, name: str | None) -> optuna.Study:
@@ -185,12 +242,16 @@ def run_worker(
     evaluator: Evaluator | None = None,
     storage_options: StorageOptions | None = None,
     on_trial: Callable[[optuna.Study, FrozenTrial, TrialReport | None], None] | None = None,
+    adopt: bool = False,
 ) -> None:
     """One worker: run trials on the shared study until the total budget or the timeout is reached."""
     evaluator = evaluator or spec.make_evaluator()
+    objective = DseObjective(spec, evaluator, budget=spec.n_trials)
+    content = pairs_digest(objective)
     if spec.exhaustive is not None:
         # A sweep: trials come only from its queue (no sampler proposes designs); see dse/sweep.py.
-        study = open_study(spec, sampler=optuna.samplers.RandomSampler(spec.seed), storage_options=storage_options)
+        study = open_study(spec, sampler=optuna.samplers.RandomSampler(spec.seed), storage_options=storage_options,
+                           content=content, adopt=adopt)
         run_sweep_worker(study, spec, evaluator, storage_options=storage_options,
                          on_trial=None if on_trial is None else (lambda s, t: on_trial(s, t, None)))
         return
@@ -200,14 +261,12 @@ def run_worker(
 
     # Streams fixed by (study seed, trial number): no two workers anywhere share one (fault.py).
     sampler = PerTrialSeedSampler(sampler, spec.seed)
-    study = open_study(spec, sampler=sampler, storage_options=storage_options)
+    study = open_study(spec, sampler=sampler, storage_options=storage_options, content=content, adopt=adopt)
     if spec.n_trials is not None and count_finished(study) >= spec.n_trials:
         return
-    store = None
     if spec.artifact_dir is not None:
         spec.artifact_dir.mkdir(parents=True, exist_ok=True)
-        store = optuna.artifacts.FileSystemArtifactStore(str(spec.artifact_dir))
-    objective = DseObjective(spec, evaluator, artifact_store=store, budget=spec.n_trials)
+        objective.artifact_store = optuna.artifacts.FileSystemArtifactStore(str(spec.artifact_dir))
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = [
         revisit_callback(spec, objective.pruner), plan_callback(spec, objective),
         budget_callback(spec.n_trials),
@@ -228,7 +287,7 @@ def run_worker(
                 func, n_trials=None, timeout=left, callbacks=callbacks, catch=(BudgetReached,),
                 gc_after_trial=False, show_progress_bar=False,
             ),
-            budget=spec.n_trials, timeout_s=spec.timeout_s, poll_s=max(1.0, so.heartbeat_interval_s / 2),
+            budget=spec.n_trials, timeout_s=spec.timeout_s, poll_s=min(10.0, max(1.0, so.heartbeat_interval_s / 2)),
             journal_grace_s=so.grace_period_s if so.heartbeat_interval_s > 0 else 0.0,
             max_retry=so.failed_trial_retries,
         )
@@ -244,9 +303,28 @@ def _child(study_file: str, opts: RunOptions, index: int, n_existing: int) -> No
         run_worker(spec, worker_index=index, n_existing=n_existing, storage_options=opts.storage_options)
     except KeyboardInterrupt:
         fault.ignore_further_interrupts()
+    except Exception as exc:  # noqa: BLE001 - a storage outage past the retry bound: one line, not a traceback
+        from hydra_opt.cli.main import EXIT_STORAGE, storage_outage
+
+        outage = storage_outage(exc)
+        if outage is None:
+            raise
+        print(f"hydra_opt: error: {outage}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_STORAGE) from None
 
 
-def summarize(study: optuna.Study, spec: StudySpec, finished_before: int, wall_s: float) -> RunSummary:
+def pairs_digest(objective: DseObjective) -> str:
+    """:func:`~hydra_opt.dse.spec.content_digest` of the objective's loaded (model, workload) pairs."""
+    return content_digest([(m, w) for _, m, w in objective.pairs])
+
+
+def summarize(study: optuna.Study, spec: StudySpec, finished_before: int, wall_s: float,
+              pids: tuple[int, ...] = ()) -> RunSummary:
+    """What the run did; ``finished_here`` counts trials of the processes ``pids`` (default: this one)."""
+    from hydra_opt.dse.fault import WORKER_ATTR
+
+    host = socket.gethostname()
+    mine = {f"{host}:{pid}" for pid in (pids or (os.getpid(),))}
     trials = study.get_trials(deepcopy=False)
     s = RunSummary(spec.name, redact_url(spec.storage), str(spec.artifact_dir) if spec.artifact_dir else None, finished_before)
     s.complete = sum(t.state == TrialState.COMPLETE for t in trials)
@@ -255,6 +333,7 @@ def summarize(study: optuna.Study, spec: StudySpec, finished_before: int, wall_s
     s.failed = sum(t.state == TrialState.FAIL for t in trials)
     s.simulated = sum(t.state == TrialState.COMPLETE and "sim_wall_s" in t.user_attrs for t in trials)
     s.finished = s.complete + s.pruned
+    s.finished_here = sum(t.state in FINISHED_STATES and t.system_attrs.get(WORKER_ATTR) in mine for t in trials)
     s.wall_s = wall_s
     return s
 
@@ -277,6 +356,9 @@ def check_study(spec: StudySpec, evaluator: Evaluator | None = None) -> Evaluato
         except ConfigError as exc:
             raise ConfigError(f"yields designs the system layer rejects ({exc.key}: {exc.problem})",
                               file=spec.space.file, key="chiplets" if exc.key and "chiplet" in exc.key else None) from None
+    problem = output_dir_problem(spec.artifact_dir) if spec.artifact_dir is not None else None
+    if problem:
+        raise ConfigError(problem, file=spec.file, key="artifacts", value=str(spec.artifact_dir))
     return evaluator
 
 
@@ -329,11 +411,15 @@ def run_study(
     spec = apply_options(spec, opts)
     t0 = time.perf_counter()
     evaluator = check_study(spec, evaluator)
-    study = open_study(spec, storage_options=opts.storage_options)
+    study = open_study(spec, storage_options=opts.storage_options, adopt=opts.adopt,
+                       content=pairs_digest(DseObjective(spec, evaluator, budget=spec.n_trials)))
+    if spec.exhaustive is not None and opts.workers > 1:
+        prepare_sweep(study, spec, evaluator)  # the launcher fills the queue once; its workers only pull
     if on_start is not None:
         on_start(study)
     before = count_finished(study)
     n_existing = len(study.get_trials(deepcopy=False))
+    pids: tuple[int, ...] = ()
     if opts.workers <= 1:
         run_worker(spec, worker_index=opts.worker_index, n_existing=n_existing, evaluator=evaluator,
                    storage_options=opts.storage_options, on_trial=on_trial)
@@ -345,6 +431,7 @@ def run_study(
                  for i in range(opts.workers)]
         for p in procs:
             p.start()
+        pids = tuple(p.pid for p in procs if p.pid)
         try:
             while any(p.is_alive() for p in procs):
                 if poll is not None:
@@ -362,4 +449,10 @@ def run_study(
                 p.join()
         if poll is not None:
             poll(study)
-    return study, summarize(study, spec, before, time.perf_counter() - t0)
+    from hydra_opt.dse.fault import running_left_warning
+
+    so = opts.storage_options
+    warning = running_left_warning(study, so.grace_period_s)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    return study, summarize(study, spec, before, time.perf_counter() - t0, pids)

@@ -13,7 +13,7 @@ import importlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,8 @@ __all__ = [
     "load_study_spec",
     "parse_study_spec",
     "design_key",
+    "content_digest",
+    "output_dir_problem",
     "PLAN_POOLS",
     "PLAN_POOL_MAX",
 ]
@@ -122,8 +124,14 @@ class StudySpec:
         """``"model/workload"`` per pair (an object is named by its ``name``)."""
         return [f"{_ref_label(m)}/{_ref_label(w)}" for m, w in self.pairs]
 
-    def fingerprint(self) -> str:
-        """Hash of what defines the study's trials (space, objectives, pairs, pruner); not budget or storage."""
+    def fingerprint(self, content: str = "") -> str:
+        """Hash of what defines the study's trials: pairs, space, objectives, pruner and the run settings
+        (estimate/simulate options, simulation seed, evaluator) — not budget, storage or paths.
+
+        Args:
+            content: :func:`content_digest` of the loaded (model, workload) pairs, so that editing a workload
+                file (its rate, its trace's bytes) between runs changes the fingerprint although its path does not.
+        """
         blob = json.dumps(
             {
                 "pairs": [(_ref_label(m), _ref_label(w)) for m, w in self.pairs],
@@ -132,6 +140,9 @@ class StudySpec:
                           sorted(self.space.package.items())],
                 "objectives": [m.name for m in self.objectives.metrics],
                 "aggregate": self.objectives.aggregate,
+                "pruner": asdict(self.pruner),
+                "run": [self.estimate_options, self.simulate_options, self.sim_seed, self.evaluator],
+                "content": content,
                 # SLO-based metrics change with the SLO (key absent otherwise: older fingerprints stay valid).
                 **({"slo": self.objectives.slo.to_dict()} if any(
                     m.name in SLO_METRICS for m in self.objectives.needed()) else {}),
@@ -167,6 +178,52 @@ class StudySpec:
         return evaluator
 
 
+#: Fields left out of :func:`content_digest`: where a file lives or how it is described does not change the runs.
+_NOT_CONTENT = frozenset({"path", "file", "description", "source"})
+
+
+def content_digest(objects: Any) -> str:
+    """A hash of the content of loaded models/workloads (dataclasses, arrays, plain values), e.g. the evaluator's
+    resolved pairs: a trace's token and timestamp arrays are hashed by their bytes; paths are left out."""
+    import numpy as np
+
+    h = hashlib.sha256()
+
+    def walk(o: Any, depth: int) -> None:
+        if depth > 24:
+            h.update(b"<deep>")
+        elif isinstance(o, np.ndarray):
+            h.update(f"nd{o.dtype}{o.shape}".encode())
+            h.update(np.ascontiguousarray(o).tobytes())
+        elif is_dataclass(o) and not isinstance(o, type):
+            h.update(type(o).__name__.encode())
+            for f in fields(o):
+                if f.name not in _NOT_CONTENT:
+                    h.update(f.name.encode())
+                    walk(getattr(o, f.name), depth + 1)
+        elif isinstance(o, Mapping):
+            h.update(b"{")
+            for k in sorted(o, key=repr):
+                walk(k, depth + 1)
+                walk(o[k], depth + 1)
+        elif isinstance(o, (list, tuple)):
+            h.update(f"[{len(o)}".encode())
+            for x in o:
+                walk(x, depth + 1)
+        elif isinstance(o, (str, int, float, bool, bytes, type(None), np.generic)):
+            h.update(repr(o).encode())
+        else:  # an object without a stable content (a callable, a cache): its type only, never its address
+            h.update(type(o).__qualname__.encode())
+
+    walk(objects, 0)
+    return h.hexdigest()[:16]
+
+
+def design_key(design: Mapping[str, Any]) -> str:
+    """A short stable hash of a design dict (identical designs share it)."""
+    return hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def _ref_label(ref: Any) -> str:
     """A model/workload reference as text: a name or path as given, an object by its ``name``."""
     return ref if isinstance(ref, str) else str(getattr(ref, "name", ref))
@@ -193,7 +250,21 @@ def _safe_output_dir(node: Node, base: Path) -> Path:
         if ".." in p.parts:
             raise node.error("must not contain '..' (write artifacts inside the study folder or give an absolute path)")
         p = base / p
+    problem = output_dir_problem(p)
+    if problem:
+        raise node.error(problem)
     return p
+
+
+def output_dir_problem(p: Path) -> str | None:
+    """Why the folder ``p`` cannot be created or written (checked before a study is created), or None."""
+    existing = next((a for a in (p, *p.parents) if a.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "is an existing file" if existing == p else f"lies under the file {existing}"
+        return f"{where}, not a folder (artifacts are written into a folder)"
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        return f"cannot be created: {existing} is not writable"
+    return None
 
 
 def parse_study_spec(root: Node) -> StudySpec:
@@ -242,7 +313,8 @@ def parse_study_spec(root: Node) -> StudySpec:
     est_opts = root.get("estimate", {}).mapping().data or None
     sim_node = root.get("simulate", {}).mapping()
     sim_opts = dict(sim_node.data) if sim_node.data else {}
-    sim_seed = int(sim_opts.pop("seed", 0)) if isinstance(sim_opts.get("seed", 0), int) else 0
+    sim_seed = sim_node.get("seed", 0).int(minimum=0, maximum=2**32 - 1)
+    sim_opts.pop("seed", None)
     scenario = root.get("scenario", {}).mapping().data or None
     overrides = root.get("design_overrides", {}).mapping().data or None
     evaluator = root.get("evaluator", "").str(max_len=256)

@@ -24,7 +24,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-__all__ = ["StorageUnavailableError", "retrying_class", "enable_retries", "is_transient", "MAX_WAIT_S", "RETRIED_METHODS"]
+__all__ = ["StorageUnavailableError", "retrying_class", "enable_retries", "call_with_retries", "is_transient", "MAX_WAIT_S", "RETRIED_METHODS"]
 
 #: Longest single wait between two attempts, s.
 MAX_WAIT_S = 8.0
@@ -192,3 +192,11 @@ def enable_retries(storage: Any, retry_s: float, label: str, scrub: Callable[[st
         storage.__dict__["_hydra_retry"] = _RetryState(retry_s, label, scrub, sleep)
     return storage
 
+
+
+def call_with_retries(storage: Any, name: str, func: Callable[..., Any], *args: Any) -> Any:
+    """``func(*args)`` retried with ``storage``'s retry settings (for an operation written outside its methods)."""
+    state = storage.__dict__.get("_hydra_retry")
+    if state is None:
+        return func(*args)
+    return _call(state, name, lambda _self, *a: func(*a), storage, args, {})

@@ -33,7 +33,7 @@ from typing import Any
 import optuna
 
 from hydra_opt.config import ConfigError
-from hydra_opt.dse.storage_retry import enable_retries, is_transient, retrying_class
+from hydra_opt.dse.storage_retry import call_with_retries, enable_retries, is_transient, retrying_class
 
 __all__ = [
     "StorageOptions",
@@ -43,6 +43,7 @@ __all__ = [
     "sqlite_url_for",
     "require_existing",
     "repair_journal_tail",
+    "create_study_with_attrs",
     "SCHEMES",
 ]
 
@@ -218,6 +219,48 @@ def repair_journal_tail(path: str | Path, *, lock: Any = None) -> Path | None:
     print(f"hydra_opt: warning: journal {p}: its last record was torn ({size - end} bytes without an end of line, "
           f"a crash while writing); cut it off, the original is kept as {backup}", file=sys.stderr, flush=True)
     return backup
+
+
+def create_study_with_attrs(storage: optuna.storages.BaseStorage, name: str, directions: list[str],
+                            user_attrs: dict[str, Any], system_attrs: dict[str, Any]) -> None:
+    """Create study ``name`` with its attributes: in one transaction on an RDB storage (a kill cannot leave the
+    study without them); elsewhere (journal) attribute records follow the creation record at once.
+
+    Raises:
+        optuna.exceptions.DuplicatedStudyError: The study exists (e.g. another worker created it first).
+    """
+    from optuna.study import StudyDirection
+
+    dirs = [StudyDirection.MAXIMIZE if d == "maximize" else StudyDirection.MINIMIZE for d in directions]
+    if not isinstance(storage, optuna.storages.RDBStorage):
+        study_id = storage.create_new_study(dirs, name)
+        for key, value in system_attrs.items():
+            storage.set_study_system_attr(study_id, key, value)
+        for key, value in user_attrs.items():
+            storage.set_study_user_attr(study_id, key, value)
+        return
+    call_with_retries(storage, "create_new_study", _create_rdb_study, storage, name, dirs, user_attrs, system_attrs)
+
+
+def _create_rdb_study(storage: optuna.storages.RDBStorage, name: str, dirs: list[Any], user_attrs: dict[str, Any],
+                      system_attrs: dict[str, Any]) -> None:
+    import json
+
+    import sqlalchemy.exc
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    try:
+        with _create_scoped_session(storage.scoped_session) as session:
+            study = models.StudyModel(study_name=name, directions=[
+                models.StudyDirectionModel(objective=i, direction=d) for i, d in enumerate(dirs)])
+            session.add(study)
+            for key, value in user_attrs.items():
+                session.add(models.StudyUserAttributeModel(study=study, key=key, value_json=json.dumps(value)))
+            for key, value in system_attrs.items():
+                session.add(models.StudySystemAttributeModel(study=study, key=key, value_json=json.dumps(value)))
+    except sqlalchemy.exc.IntegrityError:
+        raise optuna.exceptions.DuplicatedStudyError(f"study {name!r} exists") from None
 
 
 def _sqlite_wal(storage: optuna.storages.RDBStorage) -> None:

@@ -65,10 +65,11 @@ __all__ = [
     "work",
 ]
 
-#: Study user attribute: the sweep's definition, its number of designs and whether its queue is complete.
+#: The study user attribute holding the sweep's definition, its number of designs and whether its queue is complete.
 SWEEP_ATTR = "hydra_opt_sweep"
-#: Trial user attribute of a trial that did not simulate because a live trial of lower number holds its design.
-DUPLICATE_ATTR = "sweep_duplicate_of"
+#: Trial user attribute of a trial that did not simulate because a live trial of lower number holds its design
+#: (the study's ``duplicate_of``: the run summary, report and dashboard count it as a duplicate).
+DUPLICATE_ATTR = "duplicate_of"
 _CHUNK = 64
 
 
@@ -126,7 +127,7 @@ def _live_keys(study: optuna.Study) -> set[str]:
 
 
 def row_attrs(design: Mapping[str, Any], est: Mapping[str, float]) -> dict[str, Any]:
-    return {"design": dict(design), "design_key": design_key(design),
+    return {"design": dict(design), "design_key": design_key(design), "promotion": "exhaustive",
             **{f"est_{m}": _finite(v) for m, v in est.items()}}
 
 
@@ -160,7 +161,8 @@ def requeue_failed(study: optuna.Study) -> int:
         if key is None or key in live or key in seen or t.state != TrialState.FAIL:
             continue
         seen.add(key)
-        attrs = {k: v for k, v in t.user_attrs.items() if k == "design" or k == "design_key" or k.startswith("est_")}
+        attrs = {k: v for k, v in t.user_attrs.items() if k in ("design", "design_key") or k.startswith("est_")}
+        attrs["promotion"] = "exhaustive"
         rows.append((t.params, attrs))
     return enqueue_missing(study, rows) if rows else 0
 
@@ -261,6 +263,7 @@ class SweepObjective:
         trial.set_user_attr(CONSTRAINTS_ATTR, [0.0] + self.objectives.constraint_values(sim))
         values = self.objectives.values(sim)
         if not all(math.isfinite(v) for v in values):
+            trial.set_user_attr("promotion", "non-finite-simulation")
             raise optuna.TrialPruned(f"simulation gave non-finite objective values {values}")
         return values
 

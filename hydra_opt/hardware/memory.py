@@ -38,7 +38,10 @@ def _parse(root: Node) -> MemoryType:
     name = root.get("name").str(max_len=64)
     root.get("source", "").str(max_len=1000)
     capacity = root.get("capacity_gib").number(positive=True, maximum=1e6)
-    bw = root.get("bw_gbps").number(positive=True, maximum=1e7)
+    bw_node = root.get("bw_gbps")
+    bw = bw_node.number()
+    if not 1.0 <= bw <= 1e7:  # GB/s; 1e-300 gave NaN energy per token
+        raise bw_node.error("must be in 1..1e+07 GB/s")
     peak_node = root.get("peak_bw_gbps", bw)
     peak = peak_node.number(positive=True, maximum=1e7)
     if peak < bw:

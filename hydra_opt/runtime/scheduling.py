@@ -42,10 +42,12 @@ __all__ = [
     "ElasticScheduler",
     "SCHEDULERS",
     "make_scheduler",
+    "manhattan",
 ]
 
 
-def _manhattan(a: tuple[int, int], b: tuple[int, int]) -> int:
+def manhattan(a: tuple[int, int], b: tuple[int, int]) -> int:
+    """Grid distance (hops on an XY mesh) between two ``(x, y)`` positions."""
     return abs(a[0] - b[0]) + abs(a[1] - b[1])
 
 
@@ -199,7 +201,7 @@ class ElasticScheduler(TaskScheduler):
         w = self.distance_weight
 
         def score(c: int) -> tuple[float, int, int]:
-            return (load[c] + w * _manhattan(view.xy[c], mxy), load[c], c)
+            return (load[c] + w * manhattan(view.xy[c], mxy), load[c], c)
 
         best = min(native, key=score)
         if lent and self._lend_ok(lent, lmin, view):
@@ -225,7 +227,7 @@ class ElasticScheduler(TaskScheduler):
                     continue
                 if not native and view.load[victim] < self.spread + self.lend_margin:
                     continue
-                score = (-view.load[victim], _manhattan(xy, task.mem_xy), victim)
+                score = (-view.load[victim], manhattan(xy, task.mem_xy), victim)
                 if best is None or score < best[0]:
                     best = (score, victim, task)
                 break

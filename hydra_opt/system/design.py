@@ -200,6 +200,9 @@ def _num(v: float) -> float | int:
     return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
+#: Accepted per-link NoI bandwidth, GB/s (below 1 GB/s a design moves no token in a run; 1e-300 gave NaN energy).
+D2D_BW_RANGE_GBPS: tuple[float, float] = (1.0, 1e6)
+
 @dataclass(frozen=True)
 class DesignPoint:
     """One point of the design space (frozen, hashable).
@@ -250,6 +253,9 @@ class DesignPoint:
         for key, value in (("d2d_bw_gbps", self.d2d_bw_gbps), ("package.slot_area_mm2", self.slot_area_mm2)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ConfigError("is not a positive number", key=key, value=value)
+        if not D2D_BW_RANGE_GBPS[0] <= self.d2d_bw_gbps <= D2D_BW_RANGE_GBPS[1]:
+            raise ConfigError(f"must be in {D2D_BW_RANGE_GBPS[0]:g}..{D2D_BW_RANGE_GBPS[1]:g} GB/s", key="d2d_bw_gbps",
+                              value=self.d2d_bw_gbps)
         object.__setattr__(self, "d2d_bw_gbps", float(self.d2d_bw_gbps))
         object.__setattr__(self, "slot_area_mm2", float(self.slot_area_mm2))
         for key, value, choices in (
@@ -370,7 +376,10 @@ def _from_node(root: Node, library: Any = None) -> DesignPoint:
     memories = list_memories()
     memory = root.get("memory", "hbm3").str(choices=memories)
     n_mem = root.get("n_mem").int(minimum=0, maximum=_MAX_COUNT)
-    bw = root.get("d2d_bw_gbps", 256).number(positive=True, maximum=1e6)
+    bw_node = root.get("d2d_bw_gbps", 256)
+    bw = bw_node.number()
+    if not D2D_BW_RANGE_GBPS[0] <= bw <= D2D_BW_RANGE_GBPS[1]:
+        raise bw_node.error(f"must be in {D2D_BW_RANGE_GBPS[0]:g}..{D2D_BW_RANGE_GBPS[1]:g} GB/s")
     max_batch = root.get("max_batch", 16).int(minimum=1, maximum=MAX_BATCH_LIMIT)
     placement = root.get("placement", "cp").str(choices=PLACEMENTS)
     batching = root.get("batching", "static").str(choices=BATCHINGS)
@@ -453,3 +462,21 @@ def save_design(design: DesignPoint, path: str | os.PathLike[str], *, header: st
 def designs_from(items: Iterable[Mapping[str, Any]], *, file: str = "<designs>") -> list[DesignPoint]:
     """Validate a list of design mappings (e.g. a study's ``designs:`` list), locating errors by index."""
     return [DesignPoint.from_dict(d, file=file, key=f"[{i}]") for i, d in enumerate(items)]
+
+
+def placement_problem(design: DesignPoint) -> tuple[str, str] | None:
+    """``(key, problem)`` when the design's chiplets cannot be placed on its package (no memory for the weights,
+    more memories than ring slots, more chiplets than slots), else None — the simulator's placement refuses these,
+    so the estimator must too."""
+    from hydra_opt.system.placement import ring_order  # same layer; imported late (placement imports this module)
+
+    w, h = design.grid_w, design.grid_h
+    ring = len(ring_order(w, h))
+    if design.n_mem < 1:
+        return "n_mem", "is 0: no memory chiplet holds the model's weights (need >= 1)"
+    if design.n_mem > ring:
+        return "n_mem", f"memory chiplets do not fit the {ring} ring slots of the {w}x{h} package"
+    if design.n_compute + design.n_mem > w * h:
+        return "chiplets", (f"{design.n_compute} compute + {design.n_mem} memory chiplets exceed the {w * h} slots "
+                            f"of the {w}x{h} package")
+    return None

@@ -13,7 +13,7 @@ cdef class _Part:
     cdef public object batch, phase, rids, epochs, family, mem_xy, seg, omap, qs
     cdef public tuple res
     cdef public double[::1] vals
-    cdef public Py_ssize_t block, prev_chip, chip, end
+    cdef public Py_ssize_t pid, block, prev_chip, chip, end
     cdef public double start, nbytes
     cdef public bint cs_open, flow_open
 
@@ -28,7 +28,13 @@ cdef class Engine:
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
     cdef public double[::1] busy_s, link_bytes
-    cdef public list queues, load
+    cdef public list queues, p_native, p_lent
+    cdef public long long[::1] load
+    cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist
+    cdef public long long el_spread, el_margin
+    cdef public double el_w
+    cdef public Py_ssize_t el_nk, victim
+    cdef public bint elastic, el_lend
     cdef public double[::1] h_t
     cdef public long long[::1] h_s, h_k, h_v
     cdef public list h_o
@@ -75,6 +81,17 @@ cdef class Engine:
     cpdef _dispatch(self, _Part part)
     @cython.locals(c=Py_ssize_t, queues=list, idle=Py_ssize_t)
     cpdef _ready(self, _Part task)
+    @cython.locals(load="long long[::1]", dist="long long[::1]", nc=Py_ssize_t, w=cython.double, best=Py_ssize_t,
+                   bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double)
+    cpdef Py_ssize_t _el_min(self, list cands, Py_ssize_t blk)
+    @cython.locals(blk=Py_ssize_t, i=Py_ssize_t, pref=Py_ssize_t, native=list, lent=list, load="long long[::1]",
+                   lmin="long long", m="long long", c=Py_ssize_t, lend_ok=bint, best=Py_ssize_t, alt=Py_ssize_t)
+    cpdef Py_ssize_t _el_choose(self, _Part task)
+    @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, serves="long long[::1]",
+                   famok="long long[::1]", dist="long long[::1]", load="long long[::1]", queues=list, lend=bint, bv=Py_ssize_t,
+                   bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
+                   native=bint, d="long long")
+    cpdef _el_steal(self, Py_ssize_t idle)
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
                    cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,
                    prev=Py_ssize_t, seq="long long", f=Flow, flows=EqualShareFlows, nb=Py_ssize_t, oc=Py_ssize_t,

@@ -35,7 +35,7 @@ import numpy as np
 
 from hydra_opt.evaluate.opcost import task_energy_j
 from hydra_opt.runtime.batching import ChunkedBatcher, ContinuousBatcher, PagedMemory, StaticBatcher, plan_chunks
-from hydra_opt.runtime.scheduling import ChipletView, StaticScheduler, TaskScheduler
+from hydra_opt.runtime.scheduling import ChipletView, ElasticScheduler, StaticScheduler, TaskScheduler, manhattan
 from hydra_opt.workload.cost import COST_FIELDS, BlockCost
 
 from hydra_opt.evaluate.scenario import Scenario
@@ -62,6 +62,8 @@ except ImportError:
 PENDING, QUEUED, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 # Event kinds.
 _EV_COMPUTE, _EV_FLOW, _EV_DRAIN = 0, 1, 2
+# Pass phases; a part's ``pid`` indexes the engine's per-(phase, block) tables at ``pid * n_blocks + block``.
+_PHASES = ("prefill", "decode")
 
 
 class _Part:
@@ -71,12 +73,13 @@ class _Part:
     ``block`` is the task's block, ``chip`` its chiplet, and the scheduler reads ``phase``/``family``/``mem_xy``.
     """
 
-    __slots__ = ("batch", "phase", "rids", "vals", "block", "prev_chip", "epochs", "family", "mem_xy", "chip",
+    __slots__ = ("batch", "phase", "pid", "rids", "vals", "block", "prev_chip", "epochs", "family", "mem_xy", "chip",
                  "start", "cs_open", "flow_open", "res", "nbytes", "end", "seg", "omap", "qs")
 
     def __init__(self, batch, phase, rids, vals, seg, omap):
         self.batch = batch
         self.phase = phase
+        self.pid = _PHASES.index(phase)
         self.rids = rids
         self.vals = vals  # flat (rows × blocks) pass coefficients: row k of block b at k * n_blocks + b
         self.seg = seg  # the engine's seg_end list of this phase
@@ -699,10 +702,117 @@ class Engine:
         b.members.remove(r)
         self.n_done += 1
 
+    # ------------------------------------------------------------------------------------- elastic scheduler
+    # ElasticScheduler.choose/steal (hydra_opt.runtime.scheduling, the reference) evaluated on the engine's own
+    # state: per-(phase, block) candidate lists and Ω, per-(block, chiplet) distances and per-chiplet
+    # (family, phase) flags are tables, so a decision is a few C loops instead of Python calls, tuples and
+    # closures. Same decisions, in the same order of evaluation (the bit-identity checks compare both).
+    def _elastic_tables(self, scheduler) -> None:
+        self.elastic = type(scheduler) is ElasticScheduler
+        if not self.elastic:
+            return
+        nb, nc, view = self.nb, self.nc, self.view
+        self.el_spread = scheduler.spread
+        self.el_margin = scheduler.lend_margin
+        self.el_w = scheduler.distance_weight
+        self.el_lend = scheduler.lend
+        keys = sorted(view.native)
+        kid = {k: i for i, k in enumerate(keys)}
+        self.el_nk = len(keys)
+        self.p_key = array("q", [kid[(self.families[b], p)] for p in _PHASES for b in range(nb)])
+        self.p_pref = array("q", [scheduler.omega[(p, b)] for p in _PHASES for b in range(nb)])
+        self.p_lent = [scheduler._pool(self.families[b], p, view)[1] for p in _PHASES for b in range(nb)]
+        self.el_serves = array("q", [int(k in view.serves[c]) for c in range(nc) for k in keys])
+        self.el_famok = array("q", [int(k[0] in {f for f, _ in view.serves[c]}) for c in range(nc) for k in keys])
+        self.el_dist = array("q", [manhattan(view.xy[c], self.block_mem_xy[b]) for b in range(nb) for c in range(nc)])
+
+    def _el_min(self, cands: list, blk: int) -> int:
+        """The candidate minimising ``(load + distance_weight · hops to the block's memory, load, index)``."""
+        load, dist, nc, w = self.load, self.el_dist, self.nc, self.el_w
+        best = -1
+        bs = 0.0
+        bl = 0
+        for c in cands:
+            ld = load[c]
+            s = ld + w * dist[blk * nc + c]
+            if best < 0 or s < bs or (s == bs and (ld < bl or (ld == bl and c < best))):
+                best = c
+                bs = s
+                bl = ld
+        return best
+
+    def _el_choose(self, task: _Part) -> int:
+        """:meth:`ElasticScheduler.choose`."""
+        blk = task.block
+        i = task.pid * self.nb + blk
+        pref = self.p_pref[i]
+        native = self.p_native[i]
+        lent = self.p_lent[i]
+        load = self.load
+        lmin = load[native[0]]
+        for c in native:
+            if load[c] < lmin:
+                lmin = load[c]
+        lend_ok = False
+        if lent:
+            m = load[lent[0]]
+            for c in lent:
+                if load[c] < m:
+                    m = load[c]
+            lend_ok = m + self.el_margin <= lmin
+        if load[pref] - lmin < self.el_spread and not lend_ok:
+            return pref
+        best = self._el_min(native, blk)
+        if lend_ok:
+            alt = self._el_min(lent, blk)
+            if load[alt] + self.el_margin <= load[best]:
+                return alt
+        return best
+
+    def _el_steal(self, idle: int):
+        """:meth:`ElasticScheduler.steal`: the task to move to ``idle`` (its chiplet in ``self.victim``) or None."""
+        spread = self.el_spread
+        nk = self.el_nk
+        nc = self.nc
+        serves, famok, dist, load, queues = self.el_serves, self.el_famok, self.el_dist, self.load, self.queues
+        lend = self.el_lend
+        best = None
+        bv = -1
+        bl = 0
+        bd = 0
+        for victim in range(nc):
+            q = queues[victim]
+            if victim == idle or len(q) < spread - 1:
+                continue
+            lv = load[victim]
+            if lv < spread:
+                continue
+            for task in reversed(q):  # newest first: it would wait longest where it is
+                k = self.p_key[task.pid * self.nb + task.block]
+                native = serves[idle * nk + k]
+                if not native and not (lend and famok[idle * nk + k]):
+                    continue
+                if not native and lv < spread + self.el_margin:
+                    continue
+                d = dist[task.block * nc + idle]
+                if bv < 0 or lv > bl or (lv == bl and d < bd):  # min of (-load, hops, victim); victims ascend
+                    best = task
+                    bv = victim
+                    bl = lv
+                    bd = d
+                break
+        self.victim = bv
+        return best
+
     # ----------------------------------------------------------------------------------------------- tasks
     def _ready(self, task: _Part) -> None:
         omap = task.omap
-        c = omap[task.block] if omap is not None else self.sched.choose(task, task.block, self.view)
+        if omap is not None:
+            c = omap[task.block]
+        elif self.elastic:
+            c = self._el_choose(task)
+        else:
+            c = self.sched.choose(task, task.block, self.view)
         task.chip = c
         queues = self.queues
         queues[c].append(task)
@@ -710,7 +820,7 @@ class Engine:
         if not self.busy[c]:
             self._start_next(c)
         elif self.stealing:
-            for idle in self.view.native[(task.family, task.phase)]:
+            for idle in self.p_native[task.pid * self.nb + task.block]:
                 if not self.busy[idle] and not queues[idle]:
                     self._start_next(idle)
                     if not queues[c]:
@@ -721,10 +831,16 @@ class Engine:
         if q:
             task = q.popleft()
         elif self.stealing:
-            got = self.sched.steal(c, self.view)
-            if got is None:
-                return
-            victim, task = got
+            if self.elastic:
+                task = self._el_steal(c)
+                if task is None:
+                    return
+                victim = self.victim
+            else:
+                got = self.sched.steal(c, self.view)
+                if got is None:
+                    return
+                victim, task = got
             self.queues[victim].remove(task)
             self.load[victim] -= 1
             self.load[c] += 1
@@ -971,8 +1087,13 @@ class Engine:
         self.block_mem_xy = [mesh.xy(nd) for nd in self.block_node]
         self.nc = len(system.chiplets)
         native, family_any = compat_lists(system.chiplets, model.families)
-        self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any)
+        # Per-chiplet load as a typed array (the schedulers index it as they would a list).
+        self.view = ChipletView(xy=[mesh.xy(nd) for nd in self.chip_node], native=native, family_any=family_any,
+                                load=array("q", [0]) * self.nc)
         self.stealing = type(scheduler).steal is not TaskScheduler.steal
+        # Per (phase, block) at pid * nb + block: the chiplets built for the task (idle ones may steal it).
+        self.p_native = [self.view.native[(self.families[b], p)] for p in _PHASES for b in range(nb)]
+        self._elastic_tables(scheduler)
         # The static scheduler is a table lookup: skip the method call on the hot path.
         self.static_map = None
         if type(scheduler) is StaticScheduler:

@@ -18,7 +18,7 @@ cdef class EqualShareFlows:
     cdef public list on, bytes_done
     cdef public Py_ssize_t n_links
     cdef public dict flows
-    cdef public double[::1] cap, share, capsum
+    cdef public double[::1] cap, share, capsum, scratch
     cdef public long long[::1] uncapped
 
     @cython.locals(f=Flow, rate=cython.double, rem=cython.double, x=Py_ssize_t, share="double[::1]")
@@ -30,8 +30,8 @@ cdef class EqualShareFlows:
 
     cpdef double _share(self, Py_ssize_t r)
 
-    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps=list, on_r=set, flows=dict,
-                   lo=cython.double, hi=cython.double, first=bint)
+    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps="double[::1]", on_r=set, flows=dict,
+                   lo=cython.double, hi=cython.double, first=bint, m=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t)
     cpdef double _level(self, Py_ssize_t r)
 
     @cython.locals(c=cython.double, x=Py_ssize_t, share="double[::1]")

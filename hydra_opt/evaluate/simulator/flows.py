@@ -86,6 +86,7 @@ class EqualShareFlows:
         # Per resource: sum of the finite own caps of its flows, and how many flows have no finite cap.
         self.capsum = array("d", [0.0] * len(caps_bps))
         self.uncapped = array("q", [0] * len(caps_bps))
+        self.scratch = array("d", [0.0]) * 16  # _level's sorted caps
 
     def _retime(self, fids: set[int], now: float, out: list) -> None:
         flows = self.flows
@@ -188,13 +189,25 @@ class EqualShareFlows:
                     return self.cap[r]
                 return left
             return left / 2
-        caps = []
+        # The caps in ascending order in a scratch buffer (an insertion sort: a few flows, C doubles when compiled;
+        # equal values are equal floats, so any correct sort gives the same sequence and the same level).
+        m = len(on_r)
+        if len(self.scratch) < m:
+            self.scratch = array("d", [0.0]) * (2 * m)
+        caps = self.scratch
+        k = 0
         for g in on_r:
-            caps.append(self._avail(flows[g], r))
-        caps.sort()
+            c = self._avail(flows[g], r)
+            j = k
+            while j > 0 and caps[j - 1] > c:
+                caps[j] = caps[j - 1]
+                j -= 1
+            caps[j] = c
+            k += 1
         left = self.cap[r]
-        n = len(caps)
-        for c in caps:
+        n = m
+        for j in range(m):
+            c = caps[j]
             if c * n <= left:
                 left -= c
                 n -= 1

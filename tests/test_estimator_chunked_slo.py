@@ -1,0 +1,92 @@
+"""The estimator's chunked-prefill plan and its SLO metrics (attainment, p90, capacity) against closed forms."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from hydra_opt.evaluate.estimator import Estimate, estimate, estimate_space
+from hydra_opt.evaluate.estimator import capacities as cap
+from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
+from hydra_opt.evaluate.scenario import Scenario
+from hydra_opt.evaluate.slo import Slo
+from hydra_opt.system.design import DesignPoint
+from hydra_opt.workload.models import load_model
+from hydra_opt.workload.workload import load_workload
+
+ROOT_WL = "studies/workloads/quickstart-chat.yaml"
+
+
+@pytest.fixture(scope="module")
+def pair():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    return load_model("llama-3-8b"), load_workload(root / ROOT_WL)
+
+
+def _design(batching: str, **kw) -> DesignPoint:
+    return DesignPoint(counts=(("tscs_d", 10), ("tscs_p", 6)), n_mem=8, d2d_bw_gbps=512.0, max_batch=8,
+                       batching=batching, **kw)
+
+
+def test_chunk_aggregates_in_closed_form():
+    # One prompt of 1000 tokens in chunks of 256: 256, 256, 256, 232 at contexts 0, 256, 512, 768.
+    st = cap.length_stats(np.array([1000.0]), np.array([5.0]))
+    agg, n = cap.chunked_prefill_agg(st, 1.0, 256.0)
+    qs, cs = [256, 256, 256, 232], [0, 256, 512, 768]
+    assert n == 4
+    np.testing.assert_allclose(agg, [1, 4, 1000, sum(q * c for q, c in zip(qs, cs)), sum(q * q for q in qs), sum(cs)])
+    # A chunk as large as the prompt is the unchunked prefill pass.
+    agg1, n1 = cap.chunked_prefill_agg(st, 1.0, 4096.0)
+    np.testing.assert_allclose(agg1, cap.prefill_agg(st, 1.0))
+    assert n1 == 1
+
+
+def test_chunked_with_a_budget_above_every_prompt_is_continuous(pair):
+    model, wl = pair
+    a = estimate(_design("continuous"), model, wl)
+    b = estimate(_design("chunked"), model, wl)
+    for k in ("throughput_tok_s", "ttft_mean_s", "tpot_mean_s", "capacity_tok_s"):
+        assert getattr(b, k) == pytest.approx(getattr(a, k), rel=1e-9), k
+
+
+def test_single_and_vectorised_agree_and_small_budgets_delay_the_first_token(pair):
+    model, wl = pair
+    d = _design("chunked", scheduler="elastic")
+    ttfts = []
+    for budget in (8192, 128, 32):
+        scn = Scenario(token_budget=budget)
+        one = estimate(d, model, wl, scenario=scn)
+        vec = estimate_space([d, replace(d, max_batch=4)], model, wl, scenario=scn)[0]
+        for e in (vec,):
+            assert e.ttft_mean_s == pytest.approx(one.ttft_mean_s, rel=1e-6)
+            assert e.throughput_tok_s == pytest.approx(one.throughput_tok_s, rel=1e-6)
+        ttfts.append(one.ttft_mean_s)
+    assert ttfts[0] < ttfts[1] < ttfts[2]  # more chunks per prompt → more passes before the first token
+
+
+def test_estimated_attainment_is_the_shifted_exponential():
+    e = Estimate(throughput_tok_s=100.0, ttft_mean_s=1.0, tpot_mean_s=0.02, capacity_tok_s=200.0, bottleneck="x",
+                 diagnostics={"prefill_latency_s": 0.4})
+    m = estimated_slo(e, Slo(ttft_s=1.5, tpot_s=0.05))
+    assert m["slo_attainment"] == pytest.approx(1 - math.exp(-(1.5 - 0.4) / 0.6))
+    assert m["goodput_tok_s"] == pytest.approx(100.0 * m["slo_attainment"])
+    assert m["ttft_p90_s"] == pytest.approx(0.4 + math.log(10) * 0.6)
+    assert estimated_slo(e, Slo(ttft_s=0.3, tpot_s=0.05))["slo_attainment"] == 0.0  # below the deterministic part
+    assert estimated_slo(e, Slo(ttft_s=10.0, tpot_s=0.01))["slo_attainment"] == 0.0  # TPOT bound missed
+
+
+def test_estimated_capacity_attains_at_its_rate_and_not_above(pair):
+    model, wl = pair
+    slo = Slo(ttft_s=5.0, tpot_s=0.5)
+    base = replace(wl, n_requests=1000)  # a base stream long enough for 30 s runs at any rate tried
+    c = estimated_capacity(_design("continuous"), model, base, slo=slo, window_s=30.0)
+    assert c.converged and c.capacity_req_s > 0
+    lo, hi = c.bracket_req_s
+    assert hi / lo - 1 <= 0.02
+    att = dict(c.runs)
+    assert att[lo] >= 0.9 and att[hi] < 0.9
