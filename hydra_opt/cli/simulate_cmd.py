@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
 
+    opt = _options(args)
     slo = slo_of(args)
     if not 0 <= args.seed <= 2**32 - 1:
         raise ConfigError(f"must be in [0, {2**32 - 1}]", file="<cli>", key="--seed", value=args.seed)
