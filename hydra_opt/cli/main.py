@@ -15,12 +15,9 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from hydra_opt.config.errors import EXIT_USAGE, ConfigError
+from hydra_opt.config.errors import EXIT_STORAGE, EXIT_USAGE, ConfigError
 
-__all__ = ["main", "SUBCOMMANDS", "build_parser", "fail", "storage_outage", "EXIT_STORAGE"]
-
-#: Exit code when the storage stayed unreachable past the retry bound (not an input error: re-run to resume).
-EXIT_STORAGE = 3
+__all__ = ["main", "SUBCOMMANDS", "build_parser", "fail", "EXIT_STORAGE"]
 
 #: name -> (module, one-line help). Order is the order shown in ``--help``.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -103,26 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("hydra_opt: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - only a storage outage past the retry bound is handled here
+        from hydra_opt.dse.storage_retry import storage_outage  # lazily: --help and input errors stay Optuna-free
+
         outage = storage_outage(exc)
         if outage is None:
             raise
         print(f"hydra_opt: error: {outage}", file=sys.stderr)
         return EXIT_STORAGE
-
-
-def storage_outage(exc: BaseException) -> str | None:
-    """The one-line message of a storage outage past the retry bound in ``exc``'s chain (Optuna may raise its own
-    error while cleaning up after it), else None."""
-    from hydra_opt.dse.storage_retry import StorageUnavailableError
-
-    cur: BaseException | None = exc
-    for _ in range(12):
-        if cur is None:
-            return None
-        if isinstance(cur, StorageUnavailableError):
-            return str(cur)
-        cur = cur.__cause__ or cur.__context__
-    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

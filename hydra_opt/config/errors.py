@@ -11,10 +11,12 @@ import math
 import reprlib
 from typing import Any
 
-__all__ = ["ConfigError", "EXIT_USAGE"]
+__all__ = ["ConfigError", "EXIT_USAGE", "EXIT_STORAGE"]
 
 #: Exit code for every input error (the same code argparse uses).
 EXIT_USAGE = 2
+#: Exit code when the storage stayed unreachable past the retry bound (not an input error: re-run to resume).
+EXIT_STORAGE = 3
 
 _MAX_VALUE_CHARS = 60
 

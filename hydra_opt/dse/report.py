@@ -46,6 +46,7 @@ __all__ = [
     "pareto_figure",
     "publish_to_dashboard",
     "DASHBOARD_PLOT_ID",
+    "LOG_AXIS_RATIO",
 ]
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "count_finished",
     "summarize",
     "SPEC_ATTR",
+    "FEASIBILITY_SCAN",
 ]
 
 #: Study user attribute holding the fingerprint of the spec that created the study.
@@ -304,7 +305,8 @@ def _child(study_file: str, opts: RunOptions, index: int, n_existing: int) -> No
     except KeyboardInterrupt:
         fault.ignore_further_interrupts()
     except Exception as exc:  # noqa: BLE001 - a storage outage past the retry bound: one line, not a traceback
-        from hydra_opt.cli.main import EXIT_STORAGE, storage_outage
+        from hydra_opt.config.errors import EXIT_STORAGE
+        from hydra_opt.dse.storage_retry import storage_outage
 
         outage = storage_outage(exc)
         if outage is None:
@@ -341,6 +343,7 @@ def summarize(study: optuna.Study, spec: StudySpec, finished_before: int, wall_s
 #: How many designs of the search space ``python -m hydra_opt validate`` checks for feasibility (evenly spread over
 #: the first :data:`FEASIBILITY_SCAN` designs in enumeration order).
 FEASIBILITY_SAMPLE = 400
+#: How many designs, in enumeration order, that sample is spread over.
 FEASIBILITY_SCAN = 100_000
 
 

@@ -24,7 +24,8 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-__all__ = ["StorageUnavailableError", "retrying_class", "enable_retries", "call_with_retries", "is_transient", "MAX_WAIT_S", "RETRIED_METHODS"]
+__all__ = ["StorageUnavailableError", "retrying_class", "enable_retries", "call_with_retries", "is_transient",
+           "storage_outage", "MAX_WAIT_S", "RETRIED_METHODS"]
 
 #: Longest single wait between two attempts, s.
 MAX_WAIT_S = 8.0
@@ -46,6 +47,19 @@ RETRIED_METHODS: tuple[str, ...] = (
 
 class StorageUnavailableError(RuntimeError):
     """The storage stayed unreachable for longer than the retry bound."""
+
+
+def storage_outage(exc: BaseException) -> str | None:
+    """The one-line message of a storage outage past the retry bound in ``exc``'s chain (Optuna may raise its own
+    error while cleaning up after it), else None."""
+    cur: BaseException | None = exc
+    for _ in range(12):
+        if cur is None:
+            return None
+        if isinstance(cur, StorageUnavailableError):
+            return str(cur)
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 def _transient_types() -> tuple[type[BaseException], ...]:
