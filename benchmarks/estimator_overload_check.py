@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import estimator_ranking as er
 from hydra_opt.evaluate import simulate
-from hydra_opt.evaluate.simulator import SimOptions
-from hydra_opt.evaluate.estimator import estimate, roofline_estimate, EstimatorOptions
+from hydra_opt.evaluate import Scenario
+from hydra_opt.evaluate.estimator import estimate, roofline_estimate
 from hydra_opt.workload.models import load_model
 from hydra_opt.workload.workload import load_workload
 m = load_model('llama-3-8b'); w = load_workload('hydra-chat')
@@ -20,9 +20,10 @@ ds = [d for d in er.sample_designs('llama-3-8b', 60, 1) if d.max_batch >= 4][:10
 rows = []
 for d in ds:
     t = time.time()
-    r = simulate(d, m, w, options=SimOptions(horizon_s=20.0, n_requests=2001))
-    e = estimate(d, m, w, options=EstimatorOptions(horizon_s=20.0, n_requests=2001))
-    rf = roofline_estimate(d, m, w, options=EstimatorOptions(horizon_s=20.0, n_requests=2001))
+    scn = Scenario(horizon_s=20.0, n_requests=2001)
+    r = simulate(d, m, w, scenario=scn)
+    e = estimate(d, m, w, scenario=scn)
+    rf = roofline_estimate(d, m, w, scenario=scn)
     rows.append((er.design_key(d), r.throughput_tok_s, e.throughput_tok_s, rf.throughput_tok_s))
     print(rows[-1], round(time.time() - t, 1), flush=True)
 a = np.array([x[1:] for x in rows])

@@ -104,7 +104,7 @@ def _alarm(signum, frame):  # noqa: ARG001
 
 def simulate_missing(model_name: str, dataset: str, designs: list, horizon: float, timeout_s: float) -> None:
     from hydra_opt.evaluate import simulate
-    from hydra_opt.evaluate.simulator import SimOptions
+    from hydra_opt.evaluate import Scenario
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
 
@@ -125,7 +125,7 @@ def simulate_missing(model_name: str, dataset: str, designs: list, horizon: floa
             signal.alarm(int(timeout_s))
             t = time.perf_counter()
             try:
-                r = simulate(d, model, wl, options=SimOptions(horizon_s=horizon, n_requests=_n_requests(dataset, horizon)))
+                r = simulate(d, model, wl, scenario=Scenario(horizon_s=horizon, n_requests=_n_requests(dataset, horizon)))
                 row = dict(sim_throughput_tok_s=r.throughput_tok_s, sim_ttft_mean_s=r.ttft_mean_s,
                            sim_tpot_mean_s=r.tpot_mean_s, sim_completed=r.completed_requests, sim_wall_s=r.wall_s,
                            sim_events=r.events, status="ok")
@@ -164,14 +164,15 @@ def recovery(est: np.ndarray, sim: np.ndarray, frac: float = 0.01) -> float:
 
 
 def score(model_name: str, dataset: str, designs: list, horizon: float) -> dict | None:
-    from hydra_opt.evaluate.estimator import EstimatorOptions, estimate, roofline_estimate
+    from hydra_opt.evaluate import Scenario
+    from hydra_opt.evaluate.estimator import estimate, roofline_estimate
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
 
     cache = _load_sims()
     model = load_model(model_name)
     wl = load_workload(dataset)
-    opts = EstimatorOptions(horizon_s=horizon, n_requests=_n_requests(dataset, horizon))
+    opts = Scenario(horizon_s=horizon, n_requests=_n_requests(dataset, horizon))
     rows = []
     n_timeout = 0
     for d in designs:
@@ -180,8 +181,8 @@ def score(model_name: str, dataset: str, designs: list, horizon: float) -> dict 
             n_timeout += 1
         if row is None or row["status"] != "ok":
             continue
-        e = estimate(d, model, wl, options=opts)
-        rf = roofline_estimate(d, model, wl, options=opts)
+        e = estimate(d, model, wl, scenario=opts)
+        rf = roofline_estimate(d, model, wl, scenario=opts)
         rows.append((float(row["sim_throughput_tok_s"]), float(row["sim_ttft_mean_s"] or "nan"), e.throughput_tok_s,
                      e.ttft_mean_s, rf.throughput_tok_s, rf.ttft_mean_s, design_key(d), e.bottleneck))
     if len(rows) < 3:

@@ -40,15 +40,16 @@ CASES = [("llama-3-8b", "llama3", "arxiv", {}), ("llama-3-8b", "llama3", "chat",
 COLD = """
 import sys, time, warnings
 warnings.filterwarnings("ignore")
-from hydra_opt.evaluate.estimator import EstimatorOptions, estimate
+from hydra_opt.evaluate import Scenario
+from hydra_opt.evaluate.estimator import estimate
 from hydra_opt.system.space import paper_space
 from hydra_opt.workload.models import load_model
 from hydra_opt.workload.workload import load_workload
 m, w = load_model("llama-3-8b"), load_workload("arxiv")
 d = next(iter(paper_space("llama3")))
-o = EstimatorOptions(horizon_s=60.0)
+o = Scenario(horizon_s=60.0)
 t = time.perf_counter()
-estimate(d, m, w, options=o)
+estimate(d, m, w, scenario=o)
 print(time.perf_counter() - t)
 """
 
@@ -59,7 +60,8 @@ def _load() -> float:
 
 def fingerprint(n: int) -> dict:
     """``{case: {"single": [to_dict…], "vectorised": [[tp, ttft, tpot, cap, rho]…]}}`` of ``n`` designs per case."""
-    from hydra_opt.evaluate.estimator import EstimatorOptions, estimate, space_arrays
+    from hydra_opt.evaluate import Scenario
+    from hydra_opt.evaluate.estimator import estimate, space_arrays
     from hydra_opt.system.space import paper_space
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
@@ -67,10 +69,10 @@ def fingerprint(n: int) -> dict:
     out = {}
     for model_name, space_name, wl_name, policies in CASES:
         model, wl = load_model(model_name), load_workload(wl_name)
-        opts = EstimatorOptions(horizon_s=60.0)
+        opts = Scenario(horizon_s=60.0)
         designs = paper_space(space_name).sample(n, 0, **policies)
-        single = [estimate(d, model, wl, options=opts).to_dict() for d in designs]
-        a = space_arrays(designs, model, wl, options=opts)
+        single = [estimate(d, model, wl, scenario=opts).to_dict() for d in designs]
+        a = space_arrays(designs, model, wl, scenario=opts)
         vec = [[float(a[k][i]) for k in ("throughput_tok_s", "ttft_mean_s", "tpot_mean_s", "capacity_tok_s", "rho")]
                for i in range(len(designs))]
         out[f"{model_name}/{wl_name}/{policies.get('batching', 'static')}"] = {
@@ -120,7 +122,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-space", action="store_true")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
-    from hydra_opt.evaluate.estimator import EstimatorOptions, estimate, space_arrays
+    from hydra_opt.evaluate import Scenario
+    from hydra_opt.evaluate.estimator import estimate, space_arrays
     from hydra_opt.system.space import paper_space
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
@@ -129,16 +132,16 @@ def main(argv=None) -> int:
                             text=True).stdout.strip()
     load0 = _load()
     model, wl = load_model("llama-3-8b"), load_workload("arxiv")
-    opts = EstimatorOptions(horizon_s=60.0)
+    opts = Scenario(horizon_s=60.0)
     designs = list(paper_space("llama3"))
     pick = [designs[i] for i in np.random.default_rng(0).choice(len(designs), args.n_single, replace=False)]
-    estimate(pick[0], model, wl, options=opts)
+    estimate(pick[0], model, wl, scenario=opts)
     single_runs, single_cpu = [], []
     for _ in range(args.runs):
         ts, cs = [], []
         for d in pick:
             t, c = time.perf_counter(), time.process_time()
-            estimate(d, model, wl, options=opts)
+            estimate(d, model, wl, scenario=opts)
             ts.append(time.perf_counter() - t)
             cs.append(time.process_time() - c)
         single_runs.append(float(np.median(ts)) * 1e3)
@@ -148,7 +151,7 @@ def main(argv=None) -> int:
     if not args.skip_space:
         for _ in range(args.runs):
             t, c = time.perf_counter(), time.process_time()
-            space_arrays(designs, model, wl, options=opts)
+            space_arrays(designs, model, wl, scenario=opts)
             vec_runs.append(time.perf_counter() - t)
             vec_cpu.append(time.process_time() - c)
         print(f"vectorised 5,040: {['%.2f' % x for x in vec_runs]} s", flush=True)

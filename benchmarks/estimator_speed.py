@@ -37,24 +37,25 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-space", action="store_true")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
-    from hydra_opt.evaluate.estimator import EstimatorOptions, estimate, space_arrays
+    from hydra_opt.evaluate import Scenario
+    from hydra_opt.evaluate.estimator import estimate, space_arrays
     from hydra_opt.system.space import paper_space
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
 
     model = load_model("llama-3-8b")
     wl = load_workload(args.dataset)
-    opts = EstimatorOptions(horizon_s=args.horizon)
+    opts = Scenario(horizon_s=args.horizon)
     designs = list(paper_space("llama3"))
     rng = np.random.default_rng(0)
     pick = [designs[i] for i in rng.choice(len(designs), args.n_single, replace=False)]
     load0 = os.getloadavg()[0]
-    estimate(pick[0], model, wl, options=opts)  # per-workload preparation (cached) is not per-design cost
+    estimate(pick[0], model, wl, scenario=opts)  # per-workload preparation (cached) is not per-design cost
     times, cpus = [], []
     for d in pick:
         t = time.perf_counter()
         c = time.process_time()
-        estimate(d, model, wl, options=opts)
+        estimate(d, model, wl, scenario=opts)
         times.append(time.perf_counter() - t)
         cpus.append(time.process_time() - c)
     times_ms = np.array(times) * 1e3
@@ -77,7 +78,7 @@ def main(argv=None) -> int:
     if not args.skip_space:
         t = time.perf_counter()
         cpu0 = time.process_time()
-        a = space_arrays(designs, model, wl, options=opts)
+        a = space_arrays(designs, model, wl, scenario=opts)
         wall = time.perf_counter() - t
         cpu = time.process_time() - cpu0
         lines.append(
@@ -99,7 +100,8 @@ def main(argv=None) -> int:
 
 def _others(n: int, horizon: float) -> list[str]:
     """Single-design medians for the other paper models and for continuous batching."""
-    from hydra_opt.evaluate.estimator import EstimatorOptions, estimate
+    from hydra_opt.evaluate import Scenario
+    from hydra_opt.evaluate.estimator import estimate
     from hydra_opt.system.space import paper_space
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
@@ -110,14 +112,14 @@ def _others(n: int, horizon: float) -> list[str]:
     out = []
     for model_name, space_name, wl_name, policies in cases:
         model, wl = load_model(model_name), load_workload(wl_name)
-        opts = EstimatorOptions(horizon_s=horizon)
+        opts = Scenario(horizon_s=horizon)
         designs = paper_space(space_name).sample(n, 0, **policies)
-        estimate(designs[0], model, wl, options=opts)
+        estimate(designs[0], model, wl, scenario=opts)
         first, again = [], []
         for runs in (first, again):
             for d in designs:
                 c = time.process_time()
-                estimate(d, model, wl, options=opts)
+                estimate(d, model, wl, scenario=opts)
                 runs.append(time.process_time() - c)
         out.append(
             f"* {model_name} on {wl_name}, {policies.get('batching', 'static')} batching: first call median "

@@ -21,7 +21,7 @@ import numpy as np
 
 import hydra_opt.system.placement as placement
 from hydra_opt.evaluate.simulator.driver import simulate_design
-from hydra_opt.evaluate.simulator.options import SimOptions
+from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.system.design import load_design
 from hydra_opt.workload.models import load_model
 from hydra_opt.workload.workload import load_workload
@@ -67,7 +67,7 @@ def main() -> None:
                 # Bytes per memory per pass, all priced at the workload's mean context (comparable across rows).
                 prob = placement.placement_problem(d, model, context_tokens=ctx)
                 peak = max(placement.mem_pass_bytes(prob, pl.weight_map))
-                res = simulate_design(d, model, args.workload, options=SimOptions(horizon_s=args.seconds))
+                res = simulate_design(d, model, args.workload, scenario=Scenario(horizon_s=args.seconds))
                 rows.append((name, design.n_mem, label, pl.mem_groups.count("mamba"), peak / 1e9,
                              res.throughput_tok_s, res.ttft_mean_s, res.link_util_mean, pl.mean_hops))
                 print(rows[-1], flush=True)

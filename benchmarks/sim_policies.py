@@ -39,7 +39,8 @@ def main() -> int:
     ap.add_argument("--variants", default="", help="comma-separated prefixes of variant names to run (default: all)")
     args = ap.parse_args()
 
-    from hydra_opt.evaluate import SimOptions, simulate
+    from hydra_opt.evaluate import Scenario, simulate
+    from hydra_opt.system.design import OVERRIDE_KEYS, load_design
 
     wanted = {v.strip() for v in args.variants.split(",") if v.strip()}
     rows = []
@@ -51,11 +52,11 @@ def main() -> int:
             if wanted and not any(name.startswith(w) for w in wanted):
                 continue
             t = time.perf_counter()
-            if args.preset == "paper":
-                opts = SimOptions.paper(horizon_s=args.seconds, **over)
-            else:
-                opts = SimOptions(horizon_s=args.seconds, **over)
-            r = simulate(path, "nemotron-h-4b", wl, options=opts)
+            scn = {k: v for k, v in over.items() if k not in OVERRIDE_KEYS}
+            scn = Scenario.paper(horizon_s=args.seconds, **scn) if args.preset == "paper" else Scenario(
+                horizon_s=args.seconds, **scn)
+            design = load_design(path).with_overrides({k: v for k, v in over.items() if k in OVERRIDE_KEYS})
+            r = simulate(design, "nemotron-h-4b", wl, scenario=scn)
             rows.append([tag, wl, name, r.throughput_tok_s, r.ttft_mean_s, r.completed_requests, r.preemptions,
                          sum(r.chiplet_busy_frac) / len(r.chiplet_busy_frac), time.perf_counter() - t])
             print(rows[-1], flush=True)

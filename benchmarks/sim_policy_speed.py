@@ -65,17 +65,20 @@ def heapq_floor(n_events: int, size: int) -> float:
     return time.perf_counter() - t0
 
 
-def _opts(seconds: float, batching: str, scheduler: str):
-    from hydra_opt.evaluate import SimOptions
+def _run(seconds: float, batching: str, scheduler: str) -> dict:
+    """``simulate`` keywords: the design with the policies, the paper scenario at ``seconds``."""
+    from hydra_opt.evaluate import Scenario
+    from hydra_opt.system.design import load_design
 
-    return SimOptions.paper(horizon_s=seconds, batching=batching, scheduler=scheduler)
+    return dict(design=load_design(DESIGN).with_overrides({"batching": batching, "scheduler": scheduler}),
+                scenario=Scenario.paper(horizon_s=seconds))
 
 
 def _one_run(seconds: float, batching: str, scheduler: str) -> None:
     """Child process of ``--instructions``: one simulation, prints its event count."""
     from hydra_opt.evaluate import simulate
 
-    r = simulate(DESIGN, "nemotron-h-4b", "hydra-chat", options=_opts(seconds, batching, scheduler))
+    r = simulate(model="nemotron-h-4b", workload="hydra-chat", **_run(seconds, batching, scheduler))
     print(f"EVENTS {r.events}")
 
 
@@ -137,14 +140,14 @@ def main() -> int:
     from hydra_opt.evaluate.simulator import compiled_modules
 
     load0 = os.getloadavg()
-    simulate(DESIGN, "nemotron-h-4b", "hydra-chat", options=_opts(0.2, "static", "static"))  # warm-up
+    simulate(model="nemotron-h-4b", workload="hydra-chat", **_run(0.2, "static", "static"))  # warm-up
     us: dict[tuple[str, str], list[float]] = {p: [] for p in POLICIES}
     events: dict[tuple[str, str], int] = {}
     floor_us: list[float] = []
     rows = []
     for i in range(args.repeats):
         for pol in POLICIES:
-            r = simulate(DESIGN, "nemotron-h-4b", "hydra-chat", options=_opts(args.seconds, *pol))
+            r = simulate(model="nemotron-h-4b", workload="hydra-chat", **_run(args.seconds, *pol))
             us[pol].append(1e6 * r.wall_s / r.events)
             events[pol] = r.events
             rows.append([i, f"{pol[0]}+{pol[1]}", r.events, r.wall_s, us[pol][-1]])
@@ -175,7 +178,7 @@ def main() -> int:
         f"{os.cpu_count()} CPUs; load average (1/5/15 min) {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f} before, "
         f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} after.",
         "",
-        f"Design `{DESIGN.name}`, `nemotron-h-4b`, `hydra-chat`, `SimOptions.paper(horizon_s={args.seconds:g})` with "
+        f"Design `{DESIGN.name}`, `nemotron-h-4b`, `hydra-chat`, `Scenario.paper(horizon_s={args.seconds:g})` with "
         "the batching and scheduling policies below. µs/event: event-loop wall time (`SimResult.wall_s`) over "
         "`SimResult.events`; ratio: per repeat over static+static of the same repeat, median of the repeats.",
         "",

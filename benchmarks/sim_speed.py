@@ -53,19 +53,19 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
     args = ap.parse_args()
 
-    from hydra_opt.evaluate import SimOptions, simulate
+    from hydra_opt.evaluate import Scenario, SimOptions, simulate
     from hydra_opt.evaluate.simulator import compiled_modules
 
     extra = {"sharing": args.sharing} if args.sharing else {}
     if args.fuse:
         extra["fuse_blocks"] = True
     calib_before = calibrate()
-    simulate(args.design, args.model, args.workload, options=SimOptions.paper(horizon_s=0.2, **extra))  # warm-up
+    simulate(args.design, args.model, args.workload, scenario=Scenario.paper(horizon_s=0.2), options=SimOptions(**extra))  # warm-up
 
     def run(n_requests: int):
-        opt = SimOptions.paper(horizon_s=args.seconds, n_requests=n_requests, **extra)
+        scn = Scenario.paper(horizon_s=args.seconds, n_requests=n_requests)
         t, c = time.perf_counter(), time.process_time()
-        res = simulate(args.design, args.model, args.workload, options=opt)
+        res = simulate(args.design, args.model, args.workload, scenario=scn, options=SimOptions(**extra))
         cpus.append(time.process_time() - c)
         return time.perf_counter() - t, res
 
@@ -111,7 +111,7 @@ Command: `python benchmarks/sim_speed.py --repeats {args.repeats} --seconds {arg
 {f"(sharing = {args.sharing})" if args.sharing else ""}
 
 Design `{Path(args.design).name}` (24 chiplets, from the artifact's fig10_configurations.csv), model
-`{args.model}`, workload `{args.workload}`, `SimOptions.paper(horizon_s={args.seconds:g})`
+`{args.model}`, workload `{args.workload}`, `Scenario.paper(horizon_s={args.seconds:g})`
 (5,000 requests at fixed 10 ms arrivals, int8, TTFT from batch start, whole-run throughput).
 
 | metric | value |

@@ -14,7 +14,7 @@ from pathlib import Path
 import optuna
 
 from hydra_opt.dse import DseObjective, PromotionPruner
-from hydra_opt.evaluate import SimOptions
+from hydra_opt.evaluate import Scenario
 from hydra_opt.workload.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> optuna.Study:
                                    n_requests=args.requests)
     objective = DseObjective.from_objects(
         "llama-3-8b", workload, ROOT / "search_spaces" / "quickstart.yaml",
-        objectives=["throughput_tok_s", "ttft_s"], simulate_options=SimOptions(n_requests=args.requests),
+        objectives=["throughput_tok_s", "ttft_s"], scenario=Scenario(n_requests=args.requests),
     )
     # Given to the study, the pruner decides in place of the objective's own (default) one.
     pruner = PromotionPruner(objective.metrics, rule="either", k_ranks=1, epsilon=0.02, n_warmup_trials=4)

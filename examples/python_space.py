@@ -22,7 +22,7 @@ from hydra_opt.dse import (
     constraints_from_user_attrs,
     make_storage,
 )
-from hydra_opt.evaluate import SimOptions
+from hydra_opt.evaluate import Scenario
 from hydra_opt.workload.models import load_model
 from hydra_opt.workload.workload import load_workload
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> optuna.Study:
                                    n_requests=args.requests)
     objective = DseObjective.from_objects(
         model, workload, SPACE.with_encoding("stick_breaking"),  # NSGA-II models a fixed space
-        objectives=OBJECTIVES, simulate_options=SimOptions(n_requests=args.requests), pruner=False,
+        objectives=OBJECTIVES, scenario=Scenario(n_requests=args.requests), pruner=False,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # Optuna 5 deprecates constraints_func

@@ -15,7 +15,8 @@ from hydra_opt.experiments.artifact_probe import (
     calibrate,
     probe_ladder,
 )
-from hydra_opt.evaluate import SimOptions
+from hydra_opt.evaluate import Scenario
+from hydra_opt.experiments._hydra_sims import SimRun
 from hydra_opt.hardware.chiplets import ChipletLibrary
 from hydra_opt.workload.cost import COST_FIELDS, batch_aggregates
 from hydra_opt.workload.layers import AttentionLayer
@@ -117,7 +118,7 @@ def test_probe_ladder_short_run():
     d = {"chiplets": {"tscs_d": 10, "tscs_p": 8}, "n_mem": 6, "memory": "hbm3", "d2d_bw_gbps": 384, "max_batch": 8,
          "placement": "cp", "batching": "static", "scheduler": "static", "precision": "int8",
          "package": {"grid_w": 6, "grid_h": 4, "slot_area_mm2": 144.0}}
-    out = probe_ladder(d, "llama-3-8b@hydra", "hydra-arxiv", SimOptions.paper(horizon_s=60.0, n_requests=1000),
+    out = probe_ladder(d, "llama-3-8b@hydra", "hydra-arxiv", SimRun(Scenario.paper(horizon_s=60.0, n_requests=1000)),
                        published_ttft_s=30.0)
     keys = [k for k, _, _ in out["steps"]]
     assert keys[:5] == ["ours", "limit", "half_rate", "attention", "reserved"]

@@ -173,22 +173,22 @@ def test_from_yaml_leaves_budget_and_sampler_to_the_caller(tmp_path: Path) -> No
 
 
 def test_real_evaluator_takes_model_and_workload_objects_and_options_objects() -> None:
-    from hydra_opt.evaluate import SimOptions
+    from hydra_opt.evaluate import Scenario, SimOptions
     from hydra_opt.evaluate.estimator import EstimatorOptions
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
 
-    sim = SimOptions(n_requests=8)
-    ev = HydraEvaluator(simulate_options=sim)
-    assert ev.sim_options is sim and ev._est_opts.n_requests == 8  # the estimate describes the simulated run
-    est = EstimatorOptions(n_requests=5)
+    sim, scn = SimOptions(sharing="equal"), Scenario(n_requests=8)
+    ev = HydraEvaluator(simulate_options=sim, scenario=scn)
+    assert ev.sim_options is sim and ev.scenario is scn  # one run description for estimate and simulate
+    est = EstimatorOptions(n_samples=500)
     assert HydraEvaluator(estimate_options=est, simulate_options=sim)._est_opts is est
 
     wl_file = ROOT / "studies/workloads/quickstart-chat.yaml"
     space = ROOT / "search_spaces/quickstart.yaml"
-    by_name = DseObjective.from_objects("llama-3-8b", str(wl_file), space, simulate_options=sim, pruner=False)
+    by_name = DseObjective.from_objects("llama-3-8b", str(wl_file), space, scenario=scn, pruner=False)
     by_object = DseObjective.from_objects(load_model("llama-3-8b"), load_workload(wl_file), space,
-                                          simulate_options={"n_requests": 8}, pruner=False)
+                                          scenario={"n_requests": 8}, pruner=False)
     assert by_object.spec.pair_keys == ["llama-3-8b/quickstart-chat"]
     rows = []
     for objective in (by_name, by_object):

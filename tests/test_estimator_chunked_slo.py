@@ -8,9 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from hydra_opt.evaluate.estimator import Estimate, EstimatorOptions, estimate, estimate_space
+from hydra_opt.evaluate.estimator import Estimate, estimate, estimate_space
 from hydra_opt.evaluate.estimator import capacities as cap
 from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
+from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.evaluate.slo import Slo
 from hydra_opt.system.design import DesignPoint
 from hydra_opt.workload.models import load_model
@@ -58,9 +59,9 @@ def test_single_and_vectorised_agree_and_small_budgets_delay_the_first_token(pai
     d = _design("chunked", scheduler="elastic")
     ttfts = []
     for budget in (8192, 128, 32):
-        opts = EstimatorOptions(token_budget=budget)
-        one = estimate(d, model, wl, options=opts)
-        vec = estimate_space([d, replace(d, max_batch=4)], model, wl, options=opts)[0]
+        scn = Scenario(token_budget=budget)
+        one = estimate(d, model, wl, scenario=scn)
+        vec = estimate_space([d, replace(d, max_batch=4)], model, wl, scenario=scn)[0]
         for e in (vec,):
             assert e.ttft_mean_s == pytest.approx(one.ttft_mean_s, rel=1e-6)
             assert e.throughput_tok_s == pytest.approx(one.throughput_tok_s, rel=1e-6)

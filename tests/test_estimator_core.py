@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from hydra_opt.evaluate.estimator import EstimatorOptions, estimate, roofline_estimate, space_arrays
+from hydra_opt.evaluate.estimator import estimate, roofline_estimate, space_arrays
+from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.evaluate.estimator import capacities as cap
 from hydra_opt.evaluate.estimator import core, fluid, markov
 from hydra_opt.evaluate.opcost import task_time
@@ -134,10 +135,10 @@ def test_single_chiplet_reduces_to_md1() -> None:
     model = load_model("llama-3-8b")
     design = DesignPoint(counts=(("b200_p", 1),), n_mem=8, d2d_bw_gbps=256.0, max_batch=1)
     for rho in (0.5, 0.8):
-        probe = estimate(design, model, _stream(50, 1.0, 64, 8), options=EstimatorOptions(horizon_s=1e9))
+        probe = estimate(design, model, _stream(50, 1.0, 64, 8), scenario=Scenario(horizon_s=1e9))
         service = 1.0 / probe.diagnostics["mu_max_req_s"]
         lam = rho / service
-        est = estimate(design, model, _stream(4000, lam, 64, 8), options=EstimatorOptions(horizon_s=1e9))
+        est = estimate(design, model, _stream(4000, lam, 64, 8), scenario=Scenario(horizon_s=1e9))
         lam_eff = est.diagnostics["arrival_per_s"]
         assert est.diagnostics["regime"] == "stationary"
         assert est.diagnostics["queue_wait_s"] == pytest.approx(float(markov.md1_wait(lam_eff, service)), rel=1e-3)
@@ -176,25 +177,25 @@ def _designs():
 def test_more_memory_bandwidth_never_lowers_throughput(llama) -> None:
     base = get_memory("hbm3")
     wl = load_workload("chat")
-    opts = EstimatorOptions(horizon_s=60.0, n_requests=200)
+    opts = Scenario(horizon_s=60.0, n_requests=200)
     for d in _designs():
         prev = -1.0
         for bw in (300.0, 600.0, 1200.0, 2400.0):
             mem = SimpleNamespace(**{**base.__dict__, "bw_gbps": bw})
             dd = SimpleNamespace(**{f: getattr(d, f) for f in d.__dataclass_fields__}, )
             dd.memory = mem
-            e = estimate(dd, llama, wl, options=opts)
+            e = estimate(dd, llama, wl, scenario=opts)
             assert e.throughput_tok_s >= prev - 1e-9 * max(prev, 1.0)
             assert e.capacity_tok_s > 0
             prev = e.throughput_tok_s
 
 
 def test_vectorised_equals_scalar(llama, arxiv) -> None:
-    opts = EstimatorOptions(horizon_s=60.0, n_requests=200)
+    opts = Scenario(horizon_s=60.0, n_requests=200)
     ds = _designs()
-    a = space_arrays(ds, llama, arxiv, options=opts)
+    a = space_arrays(ds, llama, arxiv, scenario=opts)
     for i, d in enumerate(ds):
-        e = estimate(d, llama, arxiv, options=opts)
+        e = estimate(d, llama, arxiv, scenario=opts)
         assert a["throughput_tok_s"][i] == pytest.approx(e.throughput_tok_s, rel=1e-6, abs=1e-9)  # fixed-point tolerance
         assert a["capacity_tok_s"][i] == pytest.approx(e.capacity_tok_s, rel=1e-9)
         if np.isfinite(e.ttft_mean_s):
@@ -218,7 +219,7 @@ def test_estimate_is_deterministic_and_serialisable(llama, arxiv) -> None:
 def test_static_batch_never_formed_gives_no_tokens(llama, arxiv) -> None:
     """At 1 req/s a static batch of 64 cannot form within 30 s: nothing is served (as in the simulator)."""
     d = DesignPoint(counts=(("tscs_d", 10), ("tscs_p", 10)), n_mem=4, d2d_bw_gbps=256.0, max_batch=64)
-    e = estimate(d, llama, arxiv, options=EstimatorOptions(horizon_s=30.0))
+    e = estimate(d, llama, arxiv, scenario=Scenario(horizon_s=30.0))
     assert e.throughput_tok_s == 0.0 and not np.isfinite(e.ttft_mean_s)
 
 
@@ -249,19 +250,20 @@ def test_window_past_the_last_arrival_is_capped_by_the_offered_tokens():
     # The paper preset's whole-run window: 500 requests arrive within 5 s, the window is 20 s. Jamba-tiny keeps up
     # with them, so every token is emitted within the run and throughput = offered tokens / 20 s (the simulator's
     # value); an open-ended fluid arrival stream would keep adding requests after the last one (2× or more).
-    from hydra_opt.evaluate import SimOptions, simulate
+    from hydra_opt.evaluate import simulate
+    from hydra_opt.evaluate.estimator import EstimatorOptions
 
     d = DesignPoint.from_dict({
         "chiplets": {"marca_p": 1, "marca_d": 17, "tscs_p": 1, "tscs_d": 1}, "n_mem": 4, "memory": "hbm3",
         "d2d_bw_gbps": 640, "max_batch": 2, "placement": "cp", "batching": "static", "scheduler": "static",
         "precision": "int8", "package": {"grid_w": 6, "grid_h": 4, "slot_area_mm2": 144.0}})
     model, wl = load_model("jamba-tiny"), load_workload("hydra-chat")
-    opts = EstimatorOptions(placement_preset="paper", ttft_from="batch_start", horizon_s=20.0, n_requests=500,
-                            precision="int8", window_s=(0.0, 20.0))
+    scn = Scenario.paper(horizon_s=20.0, n_requests=500)
+    opts = EstimatorOptions(window_s=(0.0, 20.0))
     offered = float(np.maximum(wl.requests(0).output_tokens[:500], 1).sum()) / 20.0
-    single = estimate(d, model, wl, options=opts).throughput_tok_s
-    vec = float(space_arrays([d], model, wl, options=opts)["throughput_tok_s"][0])
-    sim = simulate(d, model, wl, options=SimOptions.paper(horizon_s=20.0, n_requests=500)).throughput_tok_s
+    single = estimate(d, model, wl, scenario=scn, options=opts).throughput_tok_s
+    vec = float(space_arrays([d], model, wl, scenario=scn, options=opts)["throughput_tok_s"][0])
+    sim = simulate(d, model, wl, scenario=scn).throughput_tok_s
     assert single <= offered * (1 + 1e-12) and vec <= offered * (1 + 1e-12)
     assert sim == pytest.approx(offered)  # the simulator finishes every request: the cap is reached
     assert single == pytest.approx(sim, rel=0.02) and vec == pytest.approx(sim, rel=0.02)

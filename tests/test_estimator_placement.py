@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hydra_opt.evaluate.estimator import EstimatorOptions, core, estimate, space_arrays
-from hydra_opt.evaluate.simulator import SimModel, SimOptions
+from hydra_opt.evaluate.estimator import core, estimate, space_arrays
+from hydra_opt.evaluate.scenario import Scenario
+from hydra_opt.evaluate.simulator import SimModel
 from hydra_opt.evaluate.simulator.build import build_system
 from hydra_opt.evaluate.simulator.driver import resolve_requests
 from hydra_opt.hardware.chiplets import ChipletLibrary
@@ -48,8 +49,8 @@ def test_fig10_designs_exist() -> None:
 @pytest.mark.parametrize("path", DESIGNS, ids=lambda p: p.stem)
 def test_family_groups_equal_simulator_placement(path, preset, nemo, chat) -> None:
     design = load_design(path)
-    sim_opts = SimOptions.paper() if preset == "paper" else SimOptions()
-    _, _, prompt, out, _ = resolve_requests(chat, 0, sim_opts)
+    scn = Scenario.paper() if preset == "paper" else Scenario()
+    _, _, prompt, out, _ = resolve_requests(chat, 0, scn)
     ctx = round(float(np.mean(prompt + out)))  # what simulate_design passes to build_system
     system, _ = build_system(design, nemo, SimModel.from_model(nemo, design.precision), library=LIB,
                              placement_preset=preset, context_tokens=ctx)
@@ -62,10 +63,10 @@ def test_clean_groups_follow_workload_context(nemo, chat) -> None:
     # CP M_T design (B = 64): the traffic split depends on the context (long requests put more KV traffic on the
     # attention group), and the estimator follows the workload's context, not the Eq. 1 split at max_position.
     design = load_design(next(p for p in DESIGNS if p.stem.endswith("mt-cp")))
-    opts = EstimatorOptions(n_requests=200)
+    scn = Scenario(n_requests=200)
     seen = {}
     for wl in (chat, load_workload("longwriter")):
-        prep = core.prepare(nemo, wl, options=opts, precision=design.precision)
+        prep = core.prepare(nemo, wl, scenario=scn, precision=design.precision)
         at_ctx = memory_split(design, nemo, library=LIB, context_tokens=round(prep.context_mean_tok))
         est = core.family_memory_groups(design, prep, design.n_mem, library=LIB)
         assert est == {f: float(at_ctx.family_memories(f)) for f in ("mamba", "attention")}
@@ -88,15 +89,15 @@ def test_memory_split_equals_place(preset, nemo) -> None:
 
 def test_vectorised_equals_scalar_on_hybrid_mixed_placements(nemo, chat) -> None:
     # One space mixing CP/RR/random designs: the vectorised cache must not reuse one policy's groups for another.
-    opts = EstimatorOptions(n_requests=200, horizon_s=60.0)
+    scn = Scenario(n_requests=200, horizon_s=60.0)
     ds = [load_design(p) for p in DESIGNS]
-    a = space_arrays(ds, nemo, chat, options=opts)
+    a = space_arrays(ds, nemo, chat, scenario=scn)
     for i, d in enumerate(ds):
-        e = estimate(d, nemo, chat, options=opts)
+        e = estimate(d, nemo, chat, scenario=scn)
         assert a["capacity_tok_s"][i] == pytest.approx(e.capacity_tok_s, rel=1e-9)
         assert a["throughput_tok_s"][i] == pytest.approx(e.throughput_tok_s, rel=1e-6, abs=1e-9)
 
 
 def test_placement_preset_is_validated() -> None:
     with pytest.raises(ValueError, match="placement_preset"):
-        EstimatorOptions(placement_preset="fancy")
+        Scenario(placement_preset="fancy")

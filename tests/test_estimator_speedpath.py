@@ -19,10 +19,17 @@ import numpy as np
 import pytest
 
 from hydra_opt.evaluate.estimator import EstimatorOptions, capacities, core, estimate, markov, single, space_arrays
+from hydra_opt.evaluate.scenario import SCENARIO_KEYS, Scenario
 from hydra_opt.system.design import DesignPoint
 from hydra_opt.system.space import paper_space
 from hydra_opt.workload.models import load_model
 from hydra_opt.workload.workload import load_workload
+
+
+def _run(kw: dict) -> tuple[Scenario, EstimatorOptions]:
+    """(Scenario, EstimatorOptions) of a case's settings (scenario keys go to the scenario)."""
+    return (Scenario(**{k: v for k, v in kw.items() if k in SCENARIO_KEYS}),
+            EstimatorOptions(**{k: v for k, v in kw.items() if k not in SCENARIO_KEYS}))
 
 _MODELS: dict = {}
 _WORKLOADS: dict = {}
@@ -55,7 +62,7 @@ CASES = [
      dict(batching="continuous", scheduler="elastic"), 5),
     ("nemotron-h-4b", "nemotron_h", "hydra-longwriter", dict(horizon_s=20.0, placement_preset="paper"),
      dict(placement="rr"), 5),
-    ("nemotron-h-4b", "nemotron_h", "arxiv", dict(horizon_s=60.0, balance_efficiency=0.5, max_batches_in_flight=3),
+    ("nemotron-h-4b", "nemotron_h", "arxiv", dict(horizon_s=60.0, balance_efficiency=0.5, max_batches=3),
      dict(placement="random", scheduler="fcfs"), 5),
 ]
 
@@ -87,23 +94,23 @@ def _json_tree(x):
 def test_solver_reproduces_the_array_solver_exactly(case: int) -> None:
     model_name, space, wl_name, opt_kw, policies, n = CASES[case]
     model, wl = _model(model_name), _workload(wl_name)
-    opts = EstimatorOptions(**opt_kw)
+    scn, opts = _run(opt_kw)
     rows = [r for r in json.loads(FIXTURE.read_text()) if r["case"] == case]
     assert len(rows) == n
     for row in rows:
         d = DesignPoint.from_dict(row["design"])
-        got = _json_tree(estimate(d, model, wl, options=opts).to_dict())
+        got = _json_tree(estimate(d, model, wl, scenario=scn, options=opts).to_dict())
         assert got == row["estimate"], (row["design"], _same(row["estimate"], got)[:5])
 
 
 def test_vectorised_space_is_the_single_path() -> None:
     """The space path runs the same solver: every array equals the single path's value bit for bit."""
     model, wl = _model("llama-3-8b"), _workload("arxiv")
-    opts = EstimatorOptions(horizon_s=60.0, n_requests=200)
+    scn, opts = Scenario(horizon_s=60.0, n_requests=200), EstimatorOptions()
     designs = _spread("llama3", 12, seed=7) + _spread("llama3", 3, seed=7)  # repeats are solved once
-    a = space_arrays(designs, model, wl, options=opts)
+    a = space_arrays(designs, model, wl, scenario=scn, options=opts)
     for i, d in enumerate(designs):
-        e = estimate(d, model, wl, options=opts)
+        e = estimate(d, model, wl, scenario=scn, options=opts)
         got = [a[k][i] for k in ("throughput_tok_s", "ttft_mean_s", "tpot_mean_s", "capacity_tok_s", "rho")]
         want = [e.throughput_tok_s, e.ttft_mean_s, e.tpot_mean_s, e.capacity_tok_s, e.diagnostics["rho"]]
         assert np.array_equal(got, want) and str(a["bottleneck"][i]) == e.bottleneck, (d, got, want)
@@ -140,8 +147,8 @@ GOLDEN = [
 def test_stored_values_unchanged(case: int) -> None:
     model_name, wl_name, opt_kw, fields, (thr, ttft, tpot, bottleneck) = GOLDEN[case]
     d = DesignPoint(memory="hbm3", precision="int8", **fields)
-    opts = EstimatorOptions(**opt_kw)
-    e = estimate(d, _model(model_name), _workload(wl_name), options=opts)
+    scn, opts = _run(opt_kw)
+    e = estimate(d, _model(model_name), _workload(wl_name), scenario=scn, options=opts)
     assert e.throughput_tok_s == pytest.approx(thr, rel=1e-9)
     assert e.ttft_mean_s == pytest.approx(ttft, rel=1e-9)
     assert e.tpot_mean_s == pytest.approx(tpot, rel=1e-9)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hydra_opt.config import ConfigError
-from hydra_opt.evaluate import SimOptions, simulate
+from hydra_opt.evaluate import Scenario, SimOptions, simulate
 from hydra_opt.runtime.mapping import map_tasks, spatial_pipeline_mapping, variance_greedy_mapping
 
 DESIGN = "studies/designs/fig10-nemotron-h-4b-chat-mt-cp.yaml"
@@ -40,9 +40,9 @@ def test_spatial_pipeline_mapping_method_switch():
 
 
 def test_simulate_with_the_artifact_mapping():
-    opt = SimOptions.paper(horizon_s=6.0, n_requests=600)
-    a = simulate(DESIGN, "nemotron-h-4b", "hydra-chat", options=opt.with_(mapping="artifact"))
-    b = simulate(DESIGN, "nemotron-h-4b", "hydra-chat", options=opt)
+    scn = Scenario.paper(horizon_s=6.0, n_requests=600)
+    a = simulate(DESIGN, "nemotron-h-4b", "hydra-chat", scenario=scn, options=SimOptions(mapping="artifact"))
+    b = simulate(DESIGN, "nemotron-h-4b", "hydra-chat", scenario=scn)
     assert "artifact" in a.options["build"]["mapping"] and "artifact" not in b.options["build"]["mapping"]
     assert a.completed_requests + a.running_requests + a.queued_requests > 0
     assert (a.throughput_tok_s, a.events) != (b.throughput_tok_s, b.events)  # a different Ω changes the run

@@ -503,7 +503,7 @@ def test_cp_busiest_memory_not_above_rr_on_fig10_designs(tag: str) -> None:
 
 def test_simulator_places_for_the_workload_mean_context() -> None:
     from hydra_opt.evaluate.simulator.driver import simulate_design
-    from hydra_opt.evaluate.simulator.options import SimOptions
+    from hydra_opt.evaluate.scenario import Scenario
     from hydra_opt.workload.workload import load_workload
 
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -511,8 +511,8 @@ def test_simulator_places_for_the_workload_mean_context() -> None:
     n = 40
     req = load_workload("hydra-chat").requests(0)
     ctx = int(round(float(np.mean(np.maximum(req.prompt_tokens[:n], 1) + np.maximum(req.output_tokens[:n], 1)))))
-    res = simulate_design(path, "nemotron-h-4b", "hydra-chat", options=SimOptions(horizon_s=0.05, n_requests=n))
+    res = simulate_design(path, "nemotron-h-4b", "hydra-chat", scenario=Scenario(horizon_s=0.05, n_requests=n))
     assert res.options["build"]["placement_context_tokens"] == ctx
     paper = simulate_design(path, "nemotron-h-4b", "hydra-chat",
-                            options=SimOptions.paper(horizon_s=0.05, n_requests=n))
+                            scenario=Scenario.paper(horizon_s=0.05, n_requests=n))
     assert "placement_context_tokens" not in paper.options["build"]

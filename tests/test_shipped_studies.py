@@ -3,9 +3,9 @@
 A study that only fails mid-run (an objective the evaluator never produces, as ``accuracy_cost`` once did for
 ``studies/llama3_dynacore.yaml``; designs the system layer rejects; a broken artifact upload) fails here: each
 ``studies/*.yaml`` and each ``kind: study`` file of ``studies/paper/`` is validated by the CLI and run for 2 trials
-on a temporary SQLite storage, both trials promoted (warm-up), with 4-request estimates and 4-request, 2 s
-simulations. The estimate drops the study's horizon (a 2 s horizon makes every estimate non-finite, so nothing would
-be simulated); the simulations keep the study's other options (paper preset etc.) and its artifact setting. The
+on a temporary SQLite storage, both trials promoted (warm-up), with the study's scenario cut to 4 requests and no
+horizon (served until done), so estimates are finite and simulations short; estimator and simulator read that one
+scenario (paper preset etc.), and the study keeps its artifact setting. The
 other ``studies/paper/*.yaml`` are ``kind: paper_experiment`` inputs of ``hydra_opt.experiments`` (tested there).
 Whole file: about 50 s at load 5 on the 2-core machine.
 """
@@ -38,22 +38,19 @@ def _kind(path: Path) -> str | None:
 
 STUDY_FILES = sorted(STUDIES.glob("*.yaml")) + [p for p in sorted((STUDIES / "paper").glob("*.yaml")) if _kind(p) == "study"]
 
-#: Requests of the tiny estimates and simulations, and the simulated horizon (s).
+#: Requests of the tiny estimates and simulations.
 TINY_REQUESTS = 4
-TINY_HORIZON_S = 2.0
 
 
 def _tiny(spec: StudySpec, tmp_path: Path) -> StudySpec:
-    sim = {**(spec.simulate_options or {}), "n_requests": TINY_REQUESTS, "horizon_s": TINY_HORIZON_S}
-    est = {**(spec.estimate_options or {}), "n_requests": TINY_REQUESTS, "horizon_s": None}
+    scenario = {**(spec.scenario or {}), "n_requests": TINY_REQUESTS, "horizon_s": None}
     return dataclasses.replace(
         spec,
         storage=sqlite_url_for(tmp_path / "study.db"),
         n_trials=2,
         timeout_s=None,
         artifact_dir=(tmp_path / "artifacts") if spec.artifact_dir is not None else None,
-        simulate_options=sim,
-        estimate_options=est,
+        scenario=scenario,
         pruner=dataclasses.replace(spec.pruner, n_warmup_trials=max(spec.pruner.n_warmup_trials, 2)),
     )
 
@@ -138,14 +135,33 @@ def test_evaluator_metrics_carry_accuracy_cost_with_the_forced_precision() -> No
     d = _design({"tscs_p": 4, "tscs_d": 8}, precision="fp16")
     assert _metrics_of({"throughput_tok_s": 1.0}, d)["accuracy_cost"] == 0.0
     assert _metrics_of({"throughput_tok_s": 1.0}, d, "int8")["accuracy_cost"] == 0.09
-    ev = HydraEvaluator(simulate_options={"preset": "paper"})
-    assert ev._precision(ev._sim_opts) == ev._precision(ev._est_opts) == "int8"  # the paper preset runs int8
+    ev = HydraEvaluator(scenario={"preset": "paper"})
+    assert ev.scenario.precision == "int8"  # the paper preset runs int8
     assert math.isclose(_metrics_of({"accuracy_cost": 0.5}, d)["accuracy_cost"], 0.5)  # a result's own value wins
 
 
-def test_evaluator_exposes_the_resolved_simulation_options():
-    from hydra_opt.evaluate import SimOptions
+def test_evaluator_exposes_the_resolved_scenario_and_options():
+    from hydra_opt.evaluate import Scenario, SimOptions
+    from hydra_opt.evaluate.estimator import EstimatorOptions
 
-    ev = HydraEvaluator(simulate_options={"preset": "paper", "horizon_s": 30})
-    assert ev.sim_options == SimOptions.paper(horizon_s=30) and ev.sim_options.paper_preset
-    assert HydraEvaluator().sim_options is None
+    ev = HydraEvaluator(scenario={"preset": "paper", "horizon_s": 30})
+    assert ev.scenario == Scenario.paper(horizon_s=30) and ev.scenario.paper_preset
+    assert ev.sim_options == SimOptions() and ev.est_options == EstimatorOptions()
+    assert HydraEvaluator().scenario == Scenario()
+
+
+def test_old_simulate_and_estimate_blocks_map_onto_one_scenario():
+    """An older study's ``simulate: {preset: paper}`` + ``estimate: {...}`` is the same run as ``scenario:``."""
+    from hydra_opt.config import ConfigError
+    from hydra_opt.evaluate import Scenario
+
+    old = HydraEvaluator(simulate_options={"preset": "paper", "horizon_s": 30, "sharing": "equal", "max_batch": 8},
+                         estimate_options={"placement_preset": "paper", "ttft_from": "batch_start",
+                                           "n_requests": 5000, "n_samples": 100})
+    assert old.scenario == Scenario.paper(horizon_s=30)
+    assert old.sim_options.sharing == "equal" and old.est_options.n_samples == 100
+    assert old.design_overrides == {"max_batch": 8}
+    with pytest.raises(ConfigError, match="disagrees"):
+        HydraEvaluator(simulate_options={"horizon_s": 30}, estimate_options={"horizon_s": 20})
+    with pytest.raises(ConfigError, match="warp_speed"):
+        HydraEvaluator(simulate_options={"warp_speed": 9})

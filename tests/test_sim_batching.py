@@ -7,6 +7,7 @@ from collections import deque
 import numpy as np
 import pytest
 
+from hydra_opt.evaluate.scenario import SCENARIO_KEYS, Scenario
 from hydra_opt.evaluate.simulator import SimOptions, SimSystem, run_system
 from hydra_opt.hardware.noi import Mesh
 from hydra_opt.runtime.batching import PagedMemory
@@ -19,7 +20,8 @@ S = 0.01
 def _run(arr, prompt, out, *, batching, max_batch, model=None, system=None, **opt):
     return run_system(
         system or single_chiplet_system(), model or one_block_model(service_s=S), np.asarray(arr, dtype=float),
-        np.asarray(prompt), np.asarray(out), SimOptions(warmup_frac=0.0, debug=True, **opt),
+        np.asarray(prompt), np.asarray(out), SimOptions(debug=True, **{k: v for k, v in opt.items() if k not in SCENARIO_KEYS}),
+        scenario=Scenario(warmup_frac=0.0, **{k: v for k, v in opt.items() if k in SCENARIO_KEYS}),
         batching=batching, max_batch=max_batch,
     )
 
@@ -128,7 +130,7 @@ def test_two_flows_sharing_a_link_each_get_half(sharing):
     # Two requests at t=0, batch cap 1, FCFS round robin puts them on the two chiplets at once; both flows cross
     # link 0->1 (100 GB/s): each drains at 50 GB/s.
     res = run_system(sys, model, np.zeros(2), np.ones(2, dtype=int), np.ones(2, dtype=int),
-                     SimOptions(sharing=sharing, debug=True, warmup_frac=0.0), batching="static", max_batch=1,
+                     SimOptions(sharing=sharing, debug=True), scenario=Scenario(warmup_frac=0.0), batching="static", max_batch=1,
                      scheduler="fcfs")
     hops = np.array([1, 2])
     np.testing.assert_allclose(res.raw.finish_s, nbytes / 50e9 + hops * 1e-9, rtol=1e-9)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from hydra_opt.evaluate.scenario import SCENARIO_KEYS, Scenario
 from hydra_opt.evaluate.simulator import SimOptions, run_system
 from hydra_opt.runtime.batching import plan_chunks
 from sim_synthetic import one_block_model, single_chiplet_system
@@ -18,7 +19,8 @@ K = 1e-4  # per new token cost, s
 def _run(arr, prompt, out, *, batching, max_batch=8, model=None, **opt):
     return run_system(
         single_chiplet_system(), model or one_block_model(service_s=S, per_token_s=K), np.asarray(arr, dtype=float),
-        np.asarray(prompt), np.asarray(out), SimOptions(warmup_frac=0.0, debug=True, **opt),
+        np.asarray(prompt), np.asarray(out), SimOptions(debug=True, **{k: v for k, v in opt.items() if k not in SCENARIO_KEYS}),
+        scenario=Scenario(warmup_frac=0.0, **{k: v for k, v in opt.items() if k in SCENARIO_KEYS}),
         batching=batching, max_batch=max_batch,
     )
 
@@ -74,7 +76,7 @@ def test_chunked_preemption_keeps_conservation():
     res = run_system(
         single_chiplet_system(), one_block_model(service_s=S, per_token_s=K, kv_bytes_per_token=1000.0),
         arr, rng.integers(50, 400, n), rng.integers(1, 30, n),
-        SimOptions(warmup_frac=0.0, debug=True, token_budget=128), batching="chunked", max_batch=8,
+        SimOptions(debug=True), scenario=Scenario(warmup_frac=0.0, token_budget=128), batching="chunked", max_batch=8,
     )
     assert res.completed_requests + res.rejected_requests == n
     assert res.tokens_emitted == int(res.raw.generated.sum()) + res.tokens_discarded

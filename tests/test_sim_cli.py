@@ -9,7 +9,7 @@ import pytest
 
 from hydra_opt.cli.main import main
 from hydra_opt.config.errors import ConfigError
-from hydra_opt.evaluate import SimOptions
+from hydra_opt.evaluate import Scenario, SimOptions
 
 DESIGN = """kind: design
 name: tiny
@@ -67,16 +67,16 @@ def test_errors_exit_2(design, capsys):
 
 
 def test_paper_preset_and_option_errors():
-    p = SimOptions.paper()
+    p = Scenario.paper()
     assert (p.horizon_s, p.n_requests, p.arrival_interval_s, p.precision) == (100.0, 5000, 0.01, "int8")
-    assert (p.ttft_from, p.throughput_window, p.preempt_restart, p.preempt_requeue) == (
-        "batch_start", "whole_run", True, "back")
-    d = SimOptions()
-    assert (d.ttft_from, d.throughput_window, d.preempt_restart) == ("arrival", "measure", False)
+    assert (p.ttft_from, p.window, p.preempt_restart, p.preempt_requeue) == ("batch_start", "whole_run", True, "back")
+    assert (p.library_preset, p.placement_preset, p.paper_preset) == ("paper", "paper", True)
+    d = Scenario()
+    assert (d.ttft_from, d.window, d.preempt_restart, d.paper_preset) == ("arrival", "measure", False, False)
     with pytest.raises(ConfigError, match="sharing"):
         SimOptions(sharing="fast")
     with pytest.raises(ConfigError):
-        SimOptions(horizon_s=0)
+        Scenario(horizon_s=0)
 
 
 def test_all_zero_run_explains_itself() -> None:

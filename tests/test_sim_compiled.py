@@ -19,10 +19,10 @@ needs_compiled = pytest.mark.skipif(not COMPILED, reason="the simulator is not c
 
 _RUN = """
 import json
-from hydra_opt.evaluate import SimOptions, simulate
+from hydra_opt.evaluate import Scenario, simulate
 from hydra_opt.evaluate.simulator import compiled_modules
 r = simulate(r"{design}", "nemotron-h-4b", "hydra-chat",
-             options=SimOptions.paper(horizon_s=4.0, n_requests=600))
+             scenario=Scenario.paper(horizon_s=4.0, n_requests=600))
 print(json.dumps({"compiled": compiled_modules(), "events": r.events, "tp": r.throughput_tok_s.hex(),
                   "ttft": r.ttft_mean_s.hex(), "tpot": r.tpot_mean_s.hex(), "done": r.completed_requests}))
 """

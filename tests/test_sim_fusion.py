@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hydra_opt.evaluate import SimOptions, simulate
+from hydra_opt.evaluate import Scenario, SimOptions, simulate
 from hydra_opt.evaluate.simulator import SimModel, run_system
 from tests.sim_synthetic import single_chiplet_system
 
@@ -38,8 +38,9 @@ def test_fused_equals_unfused_when_one_batch_at_a_time():
     prompt, out = rng.integers(1, 50, n), rng.integers(1, 4, n)
     res = []
     for fuse in (False, True):
-        opt = SimOptions(fuse_blocks=fuse, max_batches=1, debug=True)
+        opt = SimOptions(fuse_blocks=fuse, debug=True)
         r = run_system(_system_two_blocks(), _two_block_model(0.004, 0.006), arr, prompt, out, opt,
+                       scenario=Scenario(max_batches=1),
                        batching="static", max_batch=1)
         res.append(r)
     a, b = res
@@ -49,9 +50,9 @@ def test_fused_equals_unfused_when_one_batch_at_a_time():
 
 
 def test_fusion_cuts_events_on_a_cp_design_and_keeps_invariants():
-    opt = SimOptions.paper(horizon_s=4.0, n_requests=400, debug=True)
-    a = simulate(DESIGN, "nemotron-h-4b", "hydra-chat", options=opt)
-    b = simulate(DESIGN, "nemotron-h-4b", "hydra-chat", options=opt.with_(fuse_blocks=True))
+    opt, scn = SimOptions(debug=True), Scenario.paper(horizon_s=4.0, n_requests=400)
+    a = simulate(DESIGN, "nemotron-h-4b", "hydra-chat", scenario=scn, options=opt)
+    b = simulate(DESIGN, "nemotron-h-4b", "hydra-chat", scenario=scn, options=opt.with_(fuse_blocks=True))
     assert b.events < 0.9 * a.events
     for r in (a, b):
         assert r.tokens_emitted == int(r.raw.generated.sum()) + r.tokens_discarded

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from hydra_opt.evaluate import SimOptions, simulate
+from hydra_opt.evaluate import Scenario, SimOptions, simulate
 from hydra_opt.system.design import DesignPoint
 from hydra_opt.system.feasibility import feasibility
 from hydra_opt.workload.models import load_model
@@ -52,17 +52,15 @@ def _check_case(i: int) -> None:
             break
     else:  # pragma: no cover - the generator always finds one quickly
         pytest.skip("no feasible design drawn")
-    opt = SimOptions(
+    scn = Scenario(
         n_requests=int(rng.integers(20, 60)),
         arrival_interval_s=float(rng.choice([0.005, 0.02, 0.1])),
         horizon_s=float(rng.choice([0.5, 2.0, 5.0])),
         token_budget=int(rng.choice([256, 2048, 8192])),
         lend=bool(rng.integers(2)),
-        sharing=str(rng.choice(["fair", "equal", "none"])),
-        fuse_blocks=bool(rng.integers(2)),
-        debug=True,
     )
-    res = simulate(d, model, "chat", seed=i, options=opt)
+    opt = SimOptions(sharing=str(rng.choice(["fair", "equal", "none"])), fuse_blocks=bool(rng.integers(2)), debug=True)
+    res = simulate(d, model, "chat", seed=i, scenario=scn, options=opt)
     assert res.arrived_requests == (
         res.completed_requests + res.running_requests + res.queued_requests + res.rejected_requests
     )
@@ -89,10 +87,10 @@ def test_invariants_random_designs(i):
 def test_same_seed_same_json_and_seed_matters():
     d = DesignPoint(counts={"marca_p": 2, "marca_d": 3, "tscs_p": 1, "tscs_d": 1}, n_mem=4, d2d_bw_gbps=384,
                     max_batch=8, batching="continuous", scheduler="elastic")
-    opt = SimOptions(n_requests=60, arrival_interval_s=0.01, horizon_s=2.0)
+    scn = Scenario(n_requests=60, arrival_interval_s=0.01, horizon_s=2.0)
 
     def js(seed):
-        r = simulate(d, "nemotron-h-4b", "chat", seed=seed, options=opt).to_dict()
+        r = simulate(d, "nemotron-h-4b", "chat", seed=seed, scenario=scn).to_dict()
         r.pop("wall_s")
         return json.dumps(r, sort_keys=True)
 
@@ -104,8 +102,8 @@ def test_same_seed_same_json_and_seed_matters():
 def test_dynacore_chiplets_use_their_core_model():
     d = DesignPoint(counts={"tscs_p": 1, "dynacore": 2}, n_mem=3, d2d_bw_gbps=384, max_batch=4,
                     batching="continuous", scheduler="fcfs")
-    opt = SimOptions(n_requests=8, arrival_interval_s=0.05, horizon_s=3.0, debug=True)
-    res = simulate(d, "llama-3-8b", "chat", options=opt)
+    scn = Scenario(n_requests=8, arrival_interval_s=0.05, horizon_s=3.0)
+    res = simulate(d, "llama-3-8b", "chat", scenario=scn, options=SimOptions(debug=True))
     assert "compute_hooks" in res.options["build"]
     assert res.tokens_emitted > 0
     assert all(0.0 <= b <= 1.0 + 1e-9 for b in res.chiplet_busy_frac)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hydra_opt.evaluate.simulator import SimOptions, run_system
+from hydra_opt.evaluate.scenario import Scenario
+from hydra_opt.evaluate.simulator import run_system
 from sim_synthetic import one_block_model, single_chiplet_system
 
 S = 0.01  # service time, s
@@ -18,7 +19,7 @@ S = 0.01  # service time, s
 def _run(arr, prompt, model):
     n = arr.size
     return run_system(
-        single_chiplet_system(), model, arr, prompt, np.ones(n, dtype=np.int64), SimOptions(warmup_frac=0.0),
+        single_chiplet_system(), model, arr, prompt, np.ones(n, dtype=np.int64), scenario=Scenario(warmup_frac=0.0),
         batching="static", max_batch=1,
     )
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from hydra_opt.config import ConfigError, Node
-from hydra_opt.evaluate.simulator import SimOptions, run_system
+from hydra_opt.evaluate.scenario import Scenario
+from hydra_opt.evaluate.simulator import run_system
 from hydra_opt.evaluate.simulator.goodput import slo_metrics
 from hydra_opt.evaluate.slo import Slo, capacity_search, mean_rate_per_s, scaled_requests, slo_from_node
 from hydra_opt.workload.workload import Requests
@@ -60,7 +61,7 @@ def test_scaled_requests_are_common_random_numbers():
 # -- attainment and goodput of one simulated run --------------------------------------------------------------------
 def _run(arr, prompt, out, *, batching="continuous", max_batch=1, **opt):
     return run_system(single_chiplet_system(), one_block_model(service_s=D), np.asarray(arr, dtype=float),
-                      np.asarray(prompt), np.asarray(out), SimOptions(warmup_frac=0.0, max_batches=1, **opt),
+                      np.asarray(prompt), np.asarray(out), scenario=Scenario(warmup_frac=0.0, max_batches=1, **opt),
                       batching=batching, max_batch=max_batch)
 
 
@@ -108,7 +109,7 @@ def _sim_capacity(n: int, slo: Slo, seed: int = 1, window_s: float | None = None
     def attainment(rate: float) -> float:
         s = scaled_requests(base, rate, window_s=window_s)
         res = run_system(single_chiplet_system(), one_block_model(service_s=D), s.arrival_s, s.prompt_tokens,
-                         s.output_tokens, SimOptions(max_batches=1), batching="continuous", max_batch=1)
+                         s.output_tokens, scenario=Scenario(max_batches=1), batching="continuous", max_batch=1)
         return slo_metrics(res, slo)["slo_attainment"]
 
     res = capacity_search(attainment, 10.0, slo.attainment, tolerance=0.01, max_runs=20)

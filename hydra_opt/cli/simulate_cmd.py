@@ -6,6 +6,8 @@ import argparse
 import json
 import math
 
+from hydra_opt.cli.scenario_args import add_run_args, design_from_args, run_header, scenario_from_args
+
 __all__ = ["register", "run", "add_slo_args", "slo_of", "capacity_window", "check_output_file", "load_placeable_design"]
 
 
@@ -54,19 +56,9 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="simulate one design on one workload (event-driven)",
         description="Simulate one design serving one workload. Metrics are defined in docs/metrics.md.",
     )
-    p.add_argument("--design", required=True, help="design YAML (kind: design)")
-    p.add_argument("--model", required=True, help="model name (python -m hydra_opt list models) or YAML path")
-    p.add_argument("--workload", required=True, help="workload name (python -m hydra_opt list workloads) or YAML")
-    p.add_argument("--seconds", type=float, default=None, help="simulated horizon, s (default: workload's / all)")
-    p.add_argument("--requests", type=int, default=None, help="use only the first N requests")
+    add_run_args(p)
     p.add_argument("--seed", type=int, default=0, help="request-stream seed (default 0)")
-    p.add_argument("--paper", action="store_true", help="the HYDRA artifact's setup (docs/simulator.md)")
-    p.add_argument("--batching", choices=("static", "continuous", "chunked"), default=None, help="override the design's")
-    p.add_argument("--scheduler", choices=("static", "fcfs", "worksteal", "elastic"), default=None)
-    p.add_argument("--placement", choices=("cp", "rr", "random"), default=None)
-    p.add_argument("--max-batch", type=int, default=None, help="override the design's maximum batch")
     p.add_argument("--sharing", choices=("fair", "maxmin", "equal", "none"), default=None, help="NoI bandwidth sharing")
-    p.add_argument("--lend", action="store_true", help="elastic scheduler: cross-phase lending")
     p.add_argument("--debug", action="store_true", help="check invariants after every event (slow)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
     add_slo_args(p)
@@ -77,32 +69,12 @@ def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace):
-    from hydra_opt.config.errors import ConfigError
     from hydra_opt.evaluate.simulator import SimOptions
 
-    over = {}
-    for key, val in (
-        ("horizon_s", args.seconds),
-        ("n_requests", args.requests),
-        ("batching", args.batching),
-        ("scheduler", args.scheduler),
-        ("placement", args.placement),
-        ("max_batch", args.max_batch),
-        ("sharing", args.sharing),
-    ):
-        if val is not None:
-            over[key] = val
-    if args.lend:
-        over["lend"] = True
-    if args.debug:
-        over["debug"] = True
-    if args.seconds is not None and not (args.seconds > 0 and math.isfinite(args.seconds)):
-        raise ConfigError("must be a positive number of seconds", file="<cli>", key="--seconds", value=args.seconds)
-    try:
-        return SimOptions.paper(**over) if args.paper else SimOptions(**over)
-    except ConfigError as exc:
-        exc.file = exc.file or "<cli>"
-        raise
+    over = {"debug": True} if args.debug else {}
+    if args.sharing is not None:
+        over["sharing"] = args.sharing
+    return SimOptions(**over)
 
 
 def check_output_file(path: str | None, key: str) -> None:
@@ -139,39 +111,41 @@ def run(args: argparse.Namespace) -> int:
     from hydra_opt.evaluate import simulate
     from hydra_opt.evaluate.simulator.goodput import simulated_capacity, slo_metrics
     from hydra_opt.system.placement import PlacementError
+    from hydra_opt.workload.models import load_model
+    from hydra_opt.workload.workload import load_workload
 
     opt = _options(args)
     slo = slo_of(args)
     if not 0 <= args.seed <= 2**32 - 1:
         raise ConfigError(f"must be in [0, {2**32 - 1}]", file="<cli>", key="--seed", value=args.seed)
-    if args.requests is not None and args.requests < 1:
-        raise ConfigError("must be >= 1", file="<cli>", key="--requests", value=args.requests)
     for key, out in (("--trace-out", args.trace_out), ("--link-heatmap", args.link_heatmap)):
         check_output_file(out, key)
-    design = load_placeable_design(args.design)
+    scenario = scenario_from_args(args, slo=slo)
+    design = design_from_args(args)
+    model, workload = load_model(args.model), load_workload(args.workload)
     try:
-        res = simulate(design, args.model, args.workload, seed=args.seed, options=opt)
+        res = simulate(design, model, workload, seed=args.seed, scenario=scenario, options=opt)
     except PlacementError as exc:  # e.g. weights that fit no memory split: a property of the design file
         raise ConfigError(f"cannot be placed: {exc}", file=args.design) from None
     extra = {"slo": slo.to_dict(), **slo_metrics(res, slo)}
     if args.capacity:
-        extra.update(simulated_capacity(args.design, args.model, args.workload, seed=args.seed, options=opt,
+        extra.update(simulated_capacity(design, model, workload, seed=args.seed, scenario=scenario, options=opt,
                                         slo=slo, window_s=capacity_window(args)).to_dict())
     if args.trace_out:
         res.write_trace(args.trace_out)
     if args.link_heatmap:
         import numpy as np
 
-        from hydra_opt.hardware.noi import Mesh, plot_link_heatmap
+        from hydra_opt.hardware.noi import plot_link_heatmap
+        from hydra_opt.system.materialise import design_mesh
 
-        w, h = res.options["build"]["grid"]
-        mesh = Mesh(w, h, 1.0)
-        plot_link_heatmap(mesh, np.asarray(res.link_util), args.link_heatmap,
+        plot_link_heatmap(design_mesh(design), np.asarray(res.link_util), args.link_heatmap,
                           node_labels=res.options["build"]["node_labels"] or None,
                           title=f"{res.design}: mean link utilisation over {res.simulated_s:g} s")
     if args.json:
         print(json.dumps({**res.to_dict(), **_finite(extra)}, indent=1, sort_keys=True, allow_nan=False))
     else:
+        print(run_header(design, model, workload, scenario))
         print(res.summary())
         print(_slo_lines(extra))
         if res.tokens_emitted == 0 and res.queued_requests > 0:

@@ -51,12 +51,13 @@ def _heatmap(design: Any, raw: Any, path: Path, title: str) -> bool:
     util = getattr(raw, "link_util", None)
     if util is None or design is None:
         return False
-    from hydra_opt.hardware.noi import Mesh, plot_link_heatmap
+    from hydra_opt.hardware.noi import plot_link_heatmap
+    from hydra_opt.system.materialise import design_mesh
 
     d = design if not isinstance(design, Mapping) else None
     if d is None:
         return False
-    mesh = Mesh(d.grid_w, d.grid_h, d.d2d_bw_gbps)
+    mesh = design_mesh(d)
     import numpy as np
 
     arr = np.asarray(util, dtype=float)

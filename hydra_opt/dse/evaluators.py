@@ -25,6 +25,7 @@ __all__ = [
     "SimOutcome",
     "HydraEvaluator",
     "numeric_dict",
+    "resolve_run",
 ]
 
 
@@ -78,18 +79,23 @@ def numeric_dict(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 
 @dataclass
 class HydraEvaluator:
-    """The real evaluator (estimator + simulator of ``hydra_opt.evaluate``).
+    """The real evaluator (estimator + simulator of :mod:`hydra_opt.evaluate`), reading one :class:`Scenario`.
+
+    A study's run is described once: ``scenario`` (a ``Scenario`` or a study's ``scenario:`` mapping, ``preset:
+    paper`` allowed) is resolved here to one frozen object that both ``estimate`` and ``simulate`` receive.
+    ``simulate_options`` / ``estimate_options`` hold each evaluator's own knobs; for compatibility with older study
+    files, scenario settings and design overrides found there are moved onto the scenario / the design overrides
+    (``preset: paper`` of ``simulate:`` included), and two blocks giving one setting different values is an error.
 
     Attributes:
-        estimate_options: ``options=`` of ``estimate``: an ``EstimatorOptions`` or a study file's ``estimate:``
-            mapping (None: defaults). A mapping shares the run settings the simulator options set
-            (``n_requests``, ``horizon_s``, ``warmup_frac``, ``ttft_from``, ``precision``) unless it gives them;
-            an ``EstimatorOptions`` object is used as given.
-        simulate_options: ``options=`` of ``simulate``: a ``SimOptions`` or a study file's ``simulate:`` mapping
-            (``preset: paper`` starts from ``SimOptions.paper()``; None: defaults).
-        file: File name for error messages.
-        slo: ``hydra_opt.evaluate.slo.Slo`` behind ``goodput_tok_s``/``slo_attainment`` (None: the default SLO);
-            both are added to every estimate and simulation.
+        estimate_options: ``EstimatorOptions`` knobs: an ``EstimatorOptions`` or a study's ``estimate:`` mapping.
+        simulate_options: ``SimOptions`` knobs: a ``SimOptions`` or a study's ``simulate:`` mapping.
+        file: The study file (for error messages).
+        scenario: The run (resolved to a ``Scenario`` by ``__post_init__``).
+        design_overrides: Design fields every design gets (``max_batch``, ``batching``, ``scheduler``,
+            ``placement``), applied by :meth:`design` before anything is derived.
+        slo: ``hydra_opt.evaluate.slo.Slo`` behind ``goodput_tok_s``/``slo_attainment`` (the objectives' SLO; None:
+            the scenario's, else the default SLO); carried by the scenario (``scenario.slo``) both evaluators get.
         capacity: ``objectives.CapacitySettings``: when set, ``capacity_req_s`` (and ``capacity_runs``) is added
             too — by the estimator's search for estimates, by a simulated search started at the estimated capacity
             for simulations (None: not computed; it costs several simulations).
@@ -98,6 +104,8 @@ class HydraEvaluator:
     estimate_options: Any = None
     simulate_options: Any = None
     file: str = "<study>"
+    scenario: Any = None
+    design_overrides: Mapping[str, Any] | None = None
     slo: Any = None
     capacity: Any = None
     _cache: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, repr=False)
@@ -105,30 +113,26 @@ class HydraEvaluator:
     _est_opts: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        from hydra_opt.evaluate import SimOptions
-        from hydra_opt.evaluate.estimator import EstimatorOptions
-
-        self._sim_opts = _options(SimOptions, self.simulate_options, self.file, "simulate")
-        if isinstance(self.estimate_options, EstimatorOptions):
-            self._est_opts = self.estimate_options
-            return
-        est = dict(self.estimate_options or {})
-        # The estimate must describe the run the simulator performs: share the common settings unless given.
-        if self._sim_opts is not None:
-            for key in _SHARED_OPTIONS:
-                if key not in est and getattr(self._sim_opts, key, None) is not None:
-                    est[key] = getattr(self._sim_opts, key)
-        self._est_opts = _options(EstimatorOptions, est, self.file, "estimate")
+        self.scenario, self._sim_opts, self._est_opts, self.design_overrides = resolve_run(
+            self.scenario, self.simulate_options, self.estimate_options, self.design_overrides, file=self.file)
+        if self.slo is not None and self.scenario.slo != self.slo:  # the objectives' SLO rides on the one scenario
+            self.scenario = self.scenario.with_(slo=self.slo)
 
     @property
     def sim_options(self) -> Any:
-        """The ``SimOptions`` ``simulate_options`` resolves to (``preset: paper`` applied; None: defaults)."""
+        """The ``SimOptions`` (engine knobs) :attr:`simulate_options` resolves to."""
         return self._sim_opts
+
+    @property
+    def est_options(self) -> Any:
+        """The ``EstimatorOptions`` (model knobs) :attr:`estimate_options` resolves to."""
+        return self._est_opts
 
     def design(self, design: Mapping[str, Any]) -> Any:
         from hydra_opt.system.design import DesignPoint
 
-        return DesignPoint.from_dict(dict(design))
+        return DesignPoint.from_dict(dict(design)).with_overrides(self.design_overrides, file=self.file,
+                                                                   key="design_overrides.")
 
     def load(self, model: Any, workload: Any) -> tuple[Any, Any]:
         """Load a (model, workload) pair: names or paths are read (once), ``Model``/``Workload`` objects pass."""
@@ -146,19 +150,19 @@ class HydraEvaluator:
     def feasibility(self, design: Any, model: Any) -> list[str]:
         from hydra_opt.system.feasibility import feasibility
 
-        return list(feasibility(design, model))
+        return list(feasibility(design, model, self.scenario.library()))
 
     def estimate(self, design: Any, model: Any, workload: Any) -> dict[str, float]:
         from hydra_opt.evaluate.estimator import estimate
 
-        est = estimate(design, model, workload, options=self._est_opts)
+        est = estimate(design, model, workload, scenario=self.scenario, options=self._est_opts)
         slo = self._est_slo(est, design, model, workload)
-        return {**_metrics_of(est, design, self._precision(self._est_opts)), **slo}
+        return {**_metrics_of(est, design, self.scenario.precision), **slo}
 
     def _slo(self) -> Any:
         from hydra_opt.evaluate.slo import DEFAULT_SLO
 
-        return self.slo or DEFAULT_SLO
+        return self.scenario.slo or DEFAULT_SLO
 
     def _est_slo(self, est: Any, design: Any, model: Any, workload: Any) -> dict[str, float]:
         """SLO metrics of an estimate (capacity by the estimator's search when :attr:`capacity` is set)."""
@@ -166,8 +170,9 @@ class HydraEvaluator:
 
         out = estimated_slo(est, self._slo())
         if self.capacity is not None:
-            c = estimated_capacity(design, model, self._capacity_workload(workload), options=self._est_opts,
-                                   slo=self._slo(), tolerance=self.capacity.tolerance, window_s=self.capacity.window_s)
+            c = estimated_capacity(design, model, self._capacity_workload(workload), scenario=self.scenario,
+                                   options=self._est_opts, slo=self._slo(), tolerance=self.capacity.tolerance,
+                                   window_s=self.capacity.window_s)
             out.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
         return out
 
@@ -183,64 +188,115 @@ class HydraEvaluator:
         """Estimates of many designs at once (the estimator's vectorised design-space path)."""
         from hydra_opt.evaluate.estimator import estimate_space
 
-        prec = self._precision(self._est_opts)
-        results = estimate_space(designs, model, workload, options=self._est_opts)
-        return [{**_metrics_of(e, d, prec), **self._est_slo(e, d, model, workload)} for e, d in zip(results, designs)]
+        results = estimate_space(designs, model, workload, scenario=self.scenario, options=self._est_opts)
+        return [{**_metrics_of(e, d, self.scenario.precision), **self._est_slo(e, d, model, workload)}
+                for e, d in zip(results, designs)]
 
     def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> SimOutcome:
         from hydra_opt.evaluate import simulate
 
         from hydra_opt.evaluate.simulator.goodput import simulated_capacity, slo_metrics
 
-        res = simulate(design, model, workload, seed=seed, options=self._sim_opts)
-        metrics = {**_metrics_of(res, design, self._precision(self._sim_opts)), **slo_metrics(res, self._slo())}
+        res = simulate(design, model, workload, seed=seed, scenario=self.scenario, options=self._sim_opts)
+        metrics = {**_metrics_of(res, design, self.scenario.precision), **slo_metrics(res, self._slo())}
         if self.capacity is not None:
             from hydra_opt.evaluate.estimator.goodput import estimated_capacity
 
             cw = self._capacity_workload(workload)
             window = self.capacity.window_s
-            start = estimated_capacity(design, model, cw, options=self._est_opts, slo=self._slo(),
-                                       tolerance=self.capacity.tolerance, window_s=window).capacity_req_s
-            c = simulated_capacity(design, model, cw, seed=seed, options=self._sim_opts, slo=self._slo(),
-                                   tolerance=self.capacity.tolerance, max_runs=self.capacity.max_runs,
-                                   start_req_s=start if start > 0 else None, window_s=window)
+            start = estimated_capacity(design, model, cw, scenario=self.scenario, options=self._est_opts,
+                                       slo=self._slo(), tolerance=self.capacity.tolerance,
+                                       window_s=window).capacity_req_s
+            c = simulated_capacity(design, model, cw, seed=seed, scenario=self.scenario, options=self._sim_opts,
+                                   slo=self._slo(), tolerance=self.capacity.tolerance,
+                                   max_runs=self.capacity.max_runs, start_req_s=start if start > 0 else None,
+                                   window_s=window)
             metrics.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
         return SimOutcome(metrics, res)
 
-    @staticmethod
-    def _precision(opts: Any) -> str | None:
-        """The precision an options object forces on the TSTC-like chiplets (None: the design's)."""
-        return getattr(opts, "precision", None) if opts is not None else None
+
+#: Old ``estimate:`` keys naming a scenario setting under another name.
+_LEGACY_RENAMES = {"throughput_window": "window", "max_batches_in_flight": "max_batches"}
 
 
-#: Settings that describe the evaluated run itself and must agree between estimator and simulator.
-_SHARED_OPTIONS: tuple[str, ...] = ("n_requests", "horizon_s", "warmup_frac", "ttft_from", "precision", "token_budget")
+def resolve_run(scenario: Any, simulate: Mapping[str, Any] | None, estimate: Mapping[str, Any] | None,
+                overrides: Mapping[str, Any] | None = None, *, file: str = "<study>") -> tuple[Any, Any, Any, dict]:
+    """(Scenario, SimOptions, EstimatorOptions, design overrides) of a study's blocks.
 
+    ``scenario`` is a ``Scenario`` or a ``scenario:`` mapping. Older studies put scenario settings (and
+    ``preset: paper``) into ``simulate:``/``estimate:`` and design overrides into ``simulate:``; those are moved
+    where they belong. A setting given twice with different values is an error naming both places.
 
-def _options(cls: Any, data: Any, file: str, key: str) -> Any:
-    """An options dataclass from a study's mapping (``preset: paper`` starts from ``cls.paper()``), or ``data``
-    itself when it already is one."""
+    Raises:
+        ConfigError: For an unknown key, a bad value or two disagreeing values (exit 2 in the CLI).
+    """
     import dataclasses
 
     from hydra_opt.config import ConfigError
+    from hydra_opt.evaluate import Scenario, SimOptions
+    from hydra_opt.evaluate.estimator import EstimatorOptions
+    from hydra_opt.evaluate.scenario import SCENARIO_KEYS, scenario_from_mapping
+    from hydra_opt.system.design import OVERRIDE_KEYS
 
-    if isinstance(data, cls):
-        return data
-    if not data:
-        return None
-    data = dict(data)
-    preset = data.pop("preset", None)
-    names = {f.name for f in dataclasses.fields(cls)} - {"paper_preset"}
-    for k in data:
-        if k not in names:
-            raise ConfigError(f"is not a known option; allowed: preset, {', '.join(sorted(names))}", file=file,
-                              key=f"{key}.{k}")
-    if preset not in (None, "paper", "default"):
-        raise ConfigError("is not one of: default, paper", file=file, key=f"{key}.preset", value=preset)
-    if preset == "paper" and not hasattr(cls, "paper"):
-        raise ConfigError("has no paper preset", file=file, key=f"{key}.preset", value=preset)
+    sim_obj = simulate if isinstance(simulate, SimOptions) else None
+    est_obj = estimate if isinstance(estimate, EstimatorOptions) else None
+    simulate = None if sim_obj is not None else simulate
+    estimate = None if est_obj is not None else estimate
+    if isinstance(scenario, Scenario) and not simulate and not estimate:
+        return scenario, sim_obj or SimOptions(), est_obj or EstimatorOptions(), dict(overrides or {})
+    scn: dict[str, Any] = {}
+    where: dict[str, str] = {}
+    over: dict[str, Any] = dict(overrides or {})
+    knobs: dict[str, dict[str, Any]] = {"simulate": {}, "estimate": {}}
+    fields = {"simulate": {f.name for f in dataclasses.fields(SimOptions)},
+              "estimate": {f.name for f in dataclasses.fields(EstimatorOptions)}}
+
+    def put(key: str, value: Any, place: str) -> None:
+        if key in scn and scn[key] != value:
+            raise ConfigError(f"disagrees with {where[key]} ({scn[key]!r}): a run has one {key}", file=file,
+                              key=f"{place}", value=value)
+        scn[key], where[key] = value, place
+
+    if isinstance(scenario, Scenario):
+        for f in dataclasses.fields(Scenario):
+            put(f.name, getattr(scenario, f.name), "scenario")
+    else:
+        for k, v in dict(scenario or {}).items():
+            put(k, v, f"scenario.{k}")
+    for block, data in (("simulate", simulate), ("estimate", estimate)):
+        for k, v in dict(data or {}).items():
+            name = _LEGACY_RENAMES.get(k, k)
+            if name == "preset" or name in SCENARIO_KEYS:
+                if name == "preset" and v == "default":
+                    continue
+                if name == "placement_preset" and v == "paper" and scn.get("preset") == "paper":
+                    continue  # the paper preset's own value, restated
+                put(name, v, f"{block}.{k}")
+            elif block == "simulate" and k in OVERRIDE_KEYS:
+                over[k] = v
+            elif k in fields[block]:
+                knobs[block][k] = v
+            else:
+                what = "SimOptions" if block == "simulate" else "EstimatorOptions"
+                raise ConfigError(f"is not a known option; {what}: {', '.join(sorted(fields[block]))} (run settings "
+                                  "belong in scenario:)", file=file, key=f"{block}.{k}")
+    if isinstance(scenario, Scenario) and scn == {f.name: getattr(scenario, f.name) for f in dataclasses.fields(Scenario)}:
+        run = scenario
+    else:
+        base = {k: v for k, v in scn.items() if k not in ("slo",)}
+        run = scenario_from_mapping(base, file=file)
+        if scn.get("slo") is not None:
+            run = run.with_(slo=scn["slo"])
+    return (run, sim_obj or _options(SimOptions, knobs["simulate"], file, "simulate"),
+            est_obj or _options(EstimatorOptions, knobs["estimate"], file, "estimate"), over)
+
+
+def _options(cls: Any, data: Mapping[str, Any], file: str, key: str) -> Any:
+    """An options dataclass from a study's mapping of knobs (keys already checked)."""
+    from hydra_opt.config import ConfigError
+
     try:
-        return cls.paper(**data) if preset == "paper" else cls(**data)
+        return cls(**data)
     except ConfigError as exc:
         raise ConfigError(exc.problem, file=file, key=f"{key}.{exc.key}" if exc.key else key, value=exc.value,
                           show_value=exc.show_value) from None

@@ -167,6 +167,7 @@ class DseObjective:
         pruner: PromotionPruner | bool = True,
         estimate_options: Any = None,
         simulate_options: Any = None,
+        scenario: Any = None,
         sim_seed: int = 0,
         max_simulations: int | None = None,
         evaluator: Evaluator | None = None,
@@ -191,6 +192,8 @@ class DseObjective:
             estimate_options: ``EstimatorOptions`` or an ``estimate:`` mapping (None: defaults; see
                 :class:`~hydra_opt.dse.evaluators.HydraEvaluator`).
             simulate_options: ``SimOptions`` or a ``simulate:`` mapping (None: defaults).
+            scenario: The run both evaluators describe: a ``hydra_opt.evaluate.Scenario`` or a ``scenario:``
+                mapping (``preset: paper`` allowed; None: the defaults).
             sim_seed: Seed of every simulation (all designs see the same requests).
             max_simulations: Cap on distinct simulated designs in the study (None: none).
             evaluator: An evaluator to use instead of the real one (then the options are not used).
@@ -219,7 +222,7 @@ class DseObjective:
             name=name, file=f"<{name}>", pairs=tuple(pairs),
             space=space, objectives=objective_spec, pruner=_pruner_spec(pruner, objective_spec), n_trials=None,
             max_simulations=max_simulations, artifact_dir=None, sim_seed=sim_seed,
-            estimate_options=estimate_options, simulate_options=simulate_options,
+            estimate_options=estimate_options, simulate_options=simulate_options, scenario=scenario,
         )
         return cls(spec, evaluator, artifact_store=artifact_store)
 

@@ -37,6 +37,7 @@ from typing import Any
 import optuna
 
 from hydra_opt.config import ConfigError, Node, load_yaml
+from hydra_opt.system.policies import POLICY_CHOICES
 
 __all__ = [
     "Part",
@@ -67,11 +68,7 @@ _SCALAR_KEYS: dict[str, type] = {
     "scheduler": str,
     "precision": str,
 }
-_POLICY_CHOICES: dict[str, tuple[str, ...]] = {
-    "placement": ("cp", "rr", "random"),
-    "batching": ("static", "continuous", "chunked"),
-    "scheduler": ("static", "fcfs", "worksteal", "elastic"),
-}
+
 _PACKAGE_KEYS = ("grid_w", "grid_h", "slot_area_mm2")
 
 
@@ -577,7 +574,7 @@ def parse_search_space(root: Node) -> SearchSpace:
         if key == "memory":
             continue
         if root.has(key):
-            scalars.append(ScalarDim(key, _scalar_values(root.get(key), kind_t, _POLICY_CHOICES.get(key))))
+            scalars.append(ScalarDim(key, _scalar_values(root.get(key), kind_t, POLICY_CHOICES.get(key))))
     if root.has("dynacore"):
         dnode = root.get("dynacore").mapping()
         for dkey, dval in dnode.items():

@@ -85,8 +85,12 @@ class StudySpec:
         artifact_dir: Folder of the artifact store (None = no artifacts).
         seed: Study seed (per-worker sampler seeds derive from it).
         sim_seed: Seed of every simulation (common random numbers: all designs see the same request sample).
-        estimate_options: ``options=`` for the estimator.
-        simulate_options: ``options=`` for the simulator.
+        estimate_options: ``EstimatorOptions`` knobs (older files: scenario settings too, moved to the scenario).
+        simulate_options: ``SimOptions`` knobs (older files: scenario settings and design overrides too).
+        scenario: The study's ``scenario:`` block: the one run description both evaluators read
+            (``hydra_opt.evaluate.scenario``; ``preset: paper`` allowed).
+        design_overrides: The study's ``design_overrides:`` block (``max_batch``, ``batching``, ``scheduler``,
+            ``placement`` given to every design before it is evaluated).
         evaluator: ``"module:callable"`` building the evaluator (default: the real estimator + simulator).
         exhaustive: The ``exhaustive:`` block: the study is a sweep of a fixed design list
             (:mod:`hydra_opt.dse.sweep`) instead of a sampled search; None for a search.
@@ -111,6 +115,8 @@ class StudySpec:
     estimate_options: Mapping[str, Any] | None = None
     simulate_options: Mapping[str, Any] | None = None
     evaluator: str = ""
+    scenario: Mapping[str, Any] | None = None
+    design_overrides: Mapping[str, Any] | None = None
     exhaustive: SweepSpec | None = None
 
     @property
@@ -150,7 +156,8 @@ class StudySpec:
         """The evaluator named by ``evaluator`` (default :class:`~hydra_opt.dse.evaluators.HydraEvaluator`)."""
         if not self.evaluator:
             obj = self.objectives
-            return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file, slo=obj.slo,
+            return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file,
+                                  scenario=self.scenario, design_overrides=self.design_overrides, slo=obj.slo,
                                   capacity=obj.capacity if obj.needs_capacity else None)
         mod, _, attr = self.evaluator.partition(":")
         try:
@@ -308,18 +315,24 @@ def parse_study_spec(root: Node) -> StudySpec:
     sim_opts = dict(sim_node.data) if sim_node.data else {}
     sim_seed = sim_node.get("seed", 0).int(minimum=0, maximum=2**32 - 1)
     sim_opts.pop("seed", None)
+    scenario = root.get("scenario", {}).mapping().data or None
+    overrides = root.get("design_overrides", {}).mapping().data or None
     evaluator = root.get("evaluator", "").str(max_len=256)
     root.get("description", "").str(max_len=4096)
     root.done(
         ["kind", "name", "description", "model", "models", "workload", "workloads", "pairs", "search_space",
          "objectives", "sampler", "pruner", "budget", "storage", "artifacts", "seed", "estimate", "simulate",
-         "evaluator", "exhaustive"]
+         "scenario", "design_overrides", "evaluator", "exhaustive"]
     )
+    if not evaluator:  # the real evaluator's run description: checked here, so `validate` reports it too
+        from hydra_opt.dse.evaluators import resolve_run
+
+        resolve_run(scenario, sim_opts or None, est_opts, overrides, file=root.file)
     return StudySpec(
         name=name, file=root.file, pairs=tuple(pairs), space=space, objectives=objectives, sampler=sampler,
         pruner=pruner, **budget, storage=storage, artifact_dir=artifact_dir,
         seed=seed, sim_seed=sim_seed, estimate_options=est_opts, simulate_options=sim_opts or None,
-        evaluator=evaluator, exhaustive=sweep,
+        evaluator=evaluator, scenario=scenario, design_overrides=overrides, exhaustive=sweep,
     )
 
 

@@ -11,6 +11,7 @@ import os
 import pickle
 import statistics
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "load_spec",
     "horizon",
     "sim_options",
+    "SimRun",
     "design_path",
     "load_design_cached",
     "simulate_cached",
@@ -82,18 +84,46 @@ def horizon(spec: dict, quick: bool) -> float:
     return float(h)
 
 
-def sim_options(spec: dict, quick: bool, **over: Any):
-    """``SimOptions`` of the experiment's preset (``paper`` or ``clean``) at its horizon, with ``over`` applied."""
-    from hydra_opt.evaluate import SimOptions
+@dataclass(frozen=True)
+class SimRun:
+    """One simulated setting of an experiment: the scenario, the engine knobs and design overrides (hashable).
 
-    base = {"horizon_s": horizon(spec, quick)}
-    base.update({k: v for k, v in over.items() if v is not None})
+    Attributes:
+        scenario: The ``hydra_opt.evaluate.Scenario``.
+        options: The ``SimOptions`` (engine knobs); None: the defaults.
+        overrides: Sorted ``(design field, value)`` pairs given to every design (``DesignPoint.with_overrides``).
+    """
+
+    scenario: Any
+    options: Any = None
+    overrides: tuple[tuple[str, Any], ...] = field(default=())
+
+    def with_(self, **over: Any) -> SimRun:
+        """A copy with ``over`` applied where each key belongs (scenario, engine knob or design override)."""
+        import dataclasses
+
+        from hydra_opt.evaluate import SimOptions
+        from hydra_opt.system.design import OVERRIDE_KEYS
+
+        over = {k: v for k, v in over.items() if v is not None}
+        knobs = {f.name for f in dataclasses.fields(SimOptions)}
+        opt = {k: v for k, v in over.items() if k in knobs}
+        des = {k: v for k, v in over.items() if k in OVERRIDE_KEYS}
+        scn = {k: v for k, v in over.items() if k not in knobs and k not in OVERRIDE_KEYS}
+        return SimRun(self.scenario.with_(**scn), (self.options or SimOptions()).with_(**opt) if opt else self.options,
+                      tuple(sorted({**dict(self.overrides), **des}.items())))
+
+
+def sim_options(spec: dict, quick: bool, **over: Any) -> SimRun:
+    """The experiment's preset (``paper`` or ``clean``) scenario at its horizon, with ``over`` applied (scenario
+    settings, engine knobs and design overrides alike)."""
+    from hydra_opt.evaluate import Scenario
+
     preset = spec.get("preset", "paper")
-    if preset == "paper":
-        return SimOptions.paper(**base)
-    if preset == "clean":
-        return SimOptions(**base)
-    raise ConfigError("must be paper or clean", file=str(spec.get("_dir", "")), key="preset", value=preset)
+    if preset not in ("paper", "clean"):
+        raise ConfigError("must be paper or clean", file=str(spec.get("_dir", "")), key="preset", value=preset)
+    scn = Scenario.paper if preset == "paper" else Scenario
+    return SimRun(scn(horizon_s=horizon(spec, quick))).with_(**over)
 
 
 def design_path(spec: dict, template: str, **fields: str) -> Path:
@@ -170,7 +200,10 @@ def simulate_cached(design, model: str, workload: str, options, seed: int = 0):
 
     key = (design, model, workload, options, seed)
     if key not in _SIM_CACHE:
-        _SIM_CACHE[key] = disk_cached(key, lambda: simulate(design, model, workload, seed=seed, options=options))
+        run = options if isinstance(options, SimRun) else SimRun(options)
+        _SIM_CACHE[key] = disk_cached(key, lambda: simulate(
+            design.with_overrides(dict(run.overrides)) if run.overrides else design, model, workload, seed=seed,
+            scenario=run.scenario, options=run.options))
     return _SIM_CACHE[key]
 
 

@@ -241,7 +241,7 @@ def probe_ladder(design: Mapping[str, Any], model: str, workload: str, options: 
         design: Design mapping (as in the published fronts).
         model: Model name (e.g. ``"llama-3-8b@hydra"``).
         workload: Workload name.
-        options: The ``SimOptions`` of the reproduction (paper preset, 100 s).
+        options: The ``SimRun`` of the reproduction (paper scenario, 100 s).
         published_ttft_s: The design's published mean TTFT, s (target of ``prefill_fit``).
         seed: Simulation seed.
 
@@ -255,7 +255,7 @@ def probe_ladder(design: Mapping[str, Any], model: str, workload: str, options: 
     from hydra_opt.workload.models import load_model
     from hydra_opt.workload.workload import load_workload
 
-    base_lib = ChipletLibrary.default(options.library_preset or "clean")
+    base_lib = ChipletLibrary.default(options.scenario.library_preset or "clean")
     model_obj = load_model(model)
     attn_obj = artifact_attention_model(model_obj)
     has_attention = any(type(layer) is AttentionLayer for b in model_obj.blocks for layer in b.layers)
@@ -279,8 +279,9 @@ def probe_ladder(design: Mapping[str, Any], model: str, workload: str, options: 
 
         def run() -> tuple[float, float]:
             lib = ProbeLibrary(base_lib, noi, mac, pscale)
-            res = simulate(DesignPoint.from_dict(d), attn_obj if attention else model_obj, work, seed=seed,
-                           options=opts, library=lib)
+            res = simulate(DesignPoint.from_dict(d).with_overrides(dict(opts.overrides)),
+                           attn_obj if attention else model_obj, work, seed=seed, scenario=opts.scenario,
+                           options=opts.options, library=lib)
             return float(res.throughput_tok_s), float(res.ttft_mean_s)
 
         return disk_cached(key, run)

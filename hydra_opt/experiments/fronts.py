@@ -233,7 +233,8 @@ def simulate_cached(evaluator: Any, design: Mapping[str, Any], model: str, workl
     import time
 
     key = (model, workload, json.dumps(design, sort_keys=True, default=str),
-           repr(sorted((getattr(evaluator, "simulate_options", None) or {}).items())), int(seed))
+           repr(sorted((getattr(evaluator, "simulate_options", None) or {}).items())),
+           repr(getattr(evaluator, "scenario", None)), int(seed))
     if key not in _SIM_CACHE:
         def run() -> tuple[dict[str, float], float]:
             m, w = evaluator.load(model, workload)

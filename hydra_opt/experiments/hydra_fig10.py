@@ -2,7 +2,7 @@
 and the NoI link-utilisation heatmaps of RR vs CP (Nemotron-H-LW, B*).
 
 Setup in ``studies/paper/hydra_fig10.yaml``: the artifact's 24 Fig. 10 designs (one per dataset × objective ×
-placement, ``studies/designs/fig10-*.yaml``), simulated with :meth:`SimOptions.paper` (quick: 10 simulated s;
+placement, ``studies/designs/fig10-*.yaml``), simulated with :meth:`Scenario.paper` (quick: 10 simulated s;
 full: 100 s as in the paper). B* is scored by TP/TTFT, M_T by TP, normalised to the RR design of the same
 dataset × objective (METHODS §2g).
 """
@@ -200,7 +200,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
     intro = (
         f"Setup (`studies/paper/hydra_fig10.yaml`): model `{model}` (the artifact's Nemotron-H shapes), the artifact's "
         f"Fig. 10 designs (`studies/designs/fig10-*.yaml`; each placement has its own B*/M_T design as in the "
-        f"artifact's manifest), `SimOptions.paper(horizon_s={h:g})` (fixed 10 ms arrivals, int8, TTFT from batch "
+        f"artifact's manifest), `Scenario.paper(horizon_s={h:g})` (fixed 10 ms arrivals, int8, TTFT from batch "
         f"start, whole-run throughput), seed {seed}, datasets {', '.join(DS_LABEL[d] for d in dss)}. Everything here "
         f"is simulated (no estimates). B* bars are TP/TTFT, M_T bars TP, each normalised to the RR design of the same "
         f"dataset and objective. 'Artifact data' rows compare against ratios computed from the artifact's stored "

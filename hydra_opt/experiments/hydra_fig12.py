@@ -1,7 +1,7 @@
 """HYDRA Fig. 12 (§VI-E): static, FCFS, work-stealing and elastic task schedulers on Nemotron-H-4B.
 
 Setup in ``studies/paper/hydra_fig12.yaml``: the artifact's Fig. 12 designs (= its Fig. 10 CP designs), static
-batching, only the scheduler changes; :meth:`SimOptions.paper` (quick: short horizon; full: 100 s). B* is scored by
+batching, only the scheduler changes; :meth:`Scenario.paper` (quick: short horizon; full: 100 s). B* is scored by
 TP/TTFT, M_T by TP (METHODS §2g).
 """
 
@@ -170,7 +170,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, datasets: list[str] | None
     intro = (
         f"Setup (`studies/paper/hydra_fig12.yaml`): model `{model}`, the artifact's Fig. 12 designs (identical to its "
         f"Fig. 10 CP designs, `studies/designs/fig10-*-cp.yaml`), static batching, scheduler static / FCFS / "
-        f"work-stealing / elastic, `SimOptions.paper(horizon_s={h:g})`, seed {seed}; all values simulated. Target "
+        f"work-stealing / elastic, `Scenario.paper(horizon_s={h:g})`, seed {seed}; all values simulated. Target "
         "metric: B* TP/TTFT, M_T TP, normalised to static. 'Artifact data' rows use the artifact's stored results "
         "for the same designs (fig12_configurations.csv)." + (f" **Quick mode**: {h:g} simulated s instead of 100 s."
                                                                if short else "")

@@ -2,7 +2,7 @@
 simulation of the artifact's published fronts (issue 8 item 1).
 
 Per workload (model × dataset; the study files ``studies/paper/fig8_{llama3,mamba2,nemotron_h}.yaml``: HYDRA
-artifact model shapes, the ``hydra-*`` replays, CP placement, static batching and scheduling, ``SimOptions.paper``
+artifact model shapes, the ``hydra-*`` replays, CP placement, static batching and scheduling, ``Scenario.paper``
 with a shortened horizon):
 
 1. the vectorised estimator screens the enumerated Table III space (full mode: every design; quick mode: a
@@ -17,7 +17,7 @@ with a shortened horizon):
 
 Artifact comparison (Llama-3, Mamba-2): designs of the published fronts
 (``reference/hydra_artifact/pareto_fronts`` of the shared data folder, :mod:`hydra_opt.experiments.paths`) are
-simulated with hydra_opt under ``SimOptions.paper``;
+simulated with hydra_opt under ``Scenario.paper``;
 Spearman's ρ of throughput (and TTFT) between the published and our values over those designs, and whether the
 published B*/M_T (recomputed on the simulated subset) stay B*/M_T with our numbers. In full mode each published
 M_T design also runs the artifact-rule ladder (:mod:`hydra_opt.experiments.artifact_probe`), so an offset from
@@ -95,12 +95,11 @@ def _evaluator(spec: Any, horizon_s: float, **sim_over: Any) -> Any:
     paper preset)."""
     from hydra_opt.dse.evaluators import HydraEvaluator
 
-    sim = dict(spec.simulate_options or {})
-    sim["horizon_s"] = float(horizon_s)
-    sim.update(sim_over)
-    est = dict(spec.estimate_options or {})
-    est.update(horizon_s=float(horizon_s), window_s=(0.0, float(horizon_s)))
-    return HydraEvaluator(estimate_options=est, simulate_options=sim, file=spec.file)
+    scn = {**(spec.scenario or {}), "horizon_s": float(horizon_s)}
+    sim = {**(spec.simulate_options or {}), **sim_over}
+    est = {**(spec.estimate_options or {}), "window_s": (0.0, float(horizon_s))}
+    return HydraEvaluator(estimate_options=est, simulate_options=sim, file=spec.file, scenario=scn,
+                          design_overrides=spec.design_overrides)
 
 
 @dataclasses.dataclass
@@ -236,9 +235,12 @@ def compare_artifact(model_key: str, workload: str, *, n_designs: int, horizon_s
     ob, om = bstar_mt(ours_tp_a, ours_tt_a, np.ones(len(chosen), dtype=bool))
     ratio = ours_tp_a / sub_tp
     ladder = None
-    if probe and ev.sim_options is not None and ev.sim_options.paper_preset:
+    if probe and ev.scenario.paper_preset:
+        from hydra_opt.experiments._hydra_sims import SimRun
+
         i = chosen[sm]
-        ladder = probe_ladder(pts[i].design, model, workload, ev.sim_options, published_ttft_s=float(ptt[i]))
+        ladder = probe_ladder(pts[i].design, model, workload, SimRun(ev.scenario, ev.sim_options),
+                              published_ttft_s=float(ptt[i]))
     log(f"[hydra_fig8] artifact {model} {workload}: {len(chosen)} of {len(pts)} published front designs "
         f"simulated in {wall:.1f} s")
     return dict(
@@ -462,7 +464,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, paths: Experime
     strat_txt = "a 400-design stratified subset of" if quick else "every design of"
     intro = (
         f"Setup: HYDRA artifact model shapes (`*@hydra`), the paper's dataset replays (`hydra-*`: 10 ms fixed "
-        f"arrivals, 5,000 requests), CP placement, static batching and scheduling, `SimOptions.paper(horizon_s="
+        f"arrivals, 5,000 requests), CP placement, static batching and scheduling, `Scenario.paper(horizon_s="
         f"{h:.0f})` (the artifact runs 100 s; shortened for this machine's budget), estimator with the paper "
         f"placement preset, TTFT from batch start and the whole run as its window. Studies: "
         f"`studies/paper/fig8_{{llama3,mamba2,nemotron_h}}.yaml`. Per workload the vectorised estimator screens "

@@ -191,7 +191,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, models: list[str] | None =
         "batching. Nemotron-H uses the artifact's Fig. 10 designs (its RR baseline design differs from the CP design, "
         "as in the artifact); Llama-3 and Mamba-2 (full mode) use designs picked from the artifact's published CP "
         "fronts (`studies/paper/designs/fig9-*.yaml`) with the same design under RR as the baseline (the artifact's "
-        f"Fig. 9 manifest is not published). `SimOptions.paper(horizon_s={h:g})`, seed {seed}; all values simulated. "
+        f"Fig. 9 manifest is not published). `Scenario.paper(horizon_s={h:g})`, seed {seed}; all values simulated. "
         "The paper's CP+ET+DB numbers include the artifact's fixed post-scaling (×1.2 throughput, ×0.56 TTFT in most "
         "B* rows; METHODS §2g); hydra_opt reports the unscaled simulation."
         + (f" **{'Quick mode' if quick else 'Short run'}**: {', '.join(mkeys)}, {h:g} simulated s." if short else "")

@@ -117,13 +117,11 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
     # The estimator describes the run the simulations that check its picks perform: the same horizon, the same
     # requests (the paper preset replays the first 5,000) and whole-run throughput (window = the horizon).
     opts = sim_options(spec, quick)
-    eopts = EstimatorOptions(placement_preset="paper", ttft_from=opts.ttft_from, horizon_s=h,
-                             n_requests=opts.n_requests, precision=opts.precision,
-                             window_s=(0.0, h) if opts.throughput_window == "whole_run" else None)
+    eopts = EstimatorOptions(window_s=(0.0, h) if opts.scenario.window == "whole_run" else None)
     t_est = time.perf_counter()
     est = {}
     for mk, mname in models.items():
-        a = space_arrays(designs, load_model(mname), wl, options=eopts)
+        a = space_arrays(designs, load_model(mname), wl, scenario=opts.scenario, options=eopts)
         est[mk] = {"tp": a["throughput_tok_s"], "ttft": a["ttft_mean_s"]}
     t_est = time.perf_counter() - t_est
     keys = list(models)
@@ -299,10 +297,10 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, stride: int | None = None,
         f"`{wl_name}`. Space: `{full.name}` ({len(full):,} designs; static batching and scheduling, CP placement)"
         + (f", quick mode keeps every {k}-th composition ({len(designs):,} designs)" if k > 1 else "")
         + ". **Estimated**: every design × model by the vectorised estimator (paper-preset placement, TTFT from batch "
-        f"start, the simulations' {opts.n_requests or 'all'} requests, horizon and throughput window); each DSE "
+        f"start, the simulations' {opts.scenario.n_requests or 'all'} requests, horizon and throughput window); each DSE "
         "target picks B* (max TP/TTFT among designs above each target model's mean estimated TP) and M_T (max TP) "
         "by the geometric mean of per-model normalised scores. **Simulated**: every pick on every "
-        f"model, `SimOptions.paper(horizon_s={h:g})`, seed {seed}; the rows below are the simulated values normalised "
+        f"model, `Scenario.paper(horizon_s={h:g})`, seed {seed}; the rows below are the simulated values normalised "
         "to the best simulated result on that model among all picks (the paper normalises to the best result per "
         "workload; a diagonal entry below 1.00 means the estimator's single-model pick was not the simulated best)."
         + (f" **Quick mode**: {h:g} simulated s and a sub-sampled space." if quick else "")

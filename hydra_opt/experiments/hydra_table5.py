@@ -68,6 +68,7 @@ class CachedEvaluator:
         self.model_name = model
         self.workload_name = workload
         self.simulate_options = inner.simulate_options
+        self.scenario = inner.scenario
         self.charged_wall_s = 0.0
         self.simulated: list[dict[str, Any]] = []
 
@@ -133,19 +134,20 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, study: str | Pa
     from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
     from hydra_opt.dse.runner import RunOptions, run_study
     from hydra_opt.dse.spec import load_study_spec
-    from hydra_opt.evaluate.estimator import EstimatorOptions, roofline_estimate
+    from hydra_opt.evaluate.estimator import roofline_estimate
 
     t_start = time.perf_counter()
     paths = paths or ExperimentPaths.default()
     path = Path(study) if study else paths.paper_dir / (STUDY_QUICK if quick else STUDY_FULL)
     spec = load_study_spec(path)
     (model, workload), = spec.pairs
-    sim_opts = dict(spec.simulate_options or {})
-    horizon = float(sim_opts.get("horizon_s", PAPER_HORIZON_S))
-    est_opts = dict(spec.estimate_options or {})
+    scn = dict(spec.scenario or {})
+    horizon = float(scn.get("horizon_s") or PAPER_HORIZON_S)
+    scn["horizon_s"] = horizon
     # The paper preset counts every token of the run: the estimator's window is the whole horizon.
-    est_opts.update(horizon_s=horizon, window_s=(0.0, horizon))
-    ev = HydraEvaluator(estimate_options=est_opts, simulate_options=sim_opts, file=spec.file)
+    est_opts = {**(spec.estimate_options or {}), "window_s": (0.0, horizon)}
+    ev = HydraEvaluator(estimate_options=est_opts, simulate_options=spec.simulate_options, file=spec.file,
+                        scenario=scn, design_overrides=spec.design_overrides)
     designs = [_design_dict(d) for d in spec.space.enumerate()]
     k = int(spec.max_simulations or max(1, round(0.031 * len(designs))))
 
@@ -164,11 +166,11 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, study: str | Pa
 
     # 2. Roofline: estimate all, simulate the top-k.
     t0 = time.perf_counter()
-    opts = EstimatorOptions(**{k_: v for k_, v in est_opts.items()})
     m_obj, w_obj = ev.load(model, workload)
     roof = np.full(len(designs), np.nan)
     for i in feas:
-        roof[i] = roofline_estimate(ev.design(designs[i]), m_obj, w_obj, options=opts).throughput_tok_s
+        roof[i] = roofline_estimate(ev.design(designs[i]), m_obj, w_obj, scenario=ev.scenario,
+                                    options=ev.est_options).throughput_tok_s
     roof_est_s = time.perf_counter() - t0
     roof_pick = top_k(roof, k)
     roof_s = roof_est_s + float(np.nansum(sim_walls[roof_pick]))
@@ -185,7 +187,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, study: str | Pa
     cev = CachedEvaluator(ev, model, workload)
     with tempfile.TemporaryDirectory() as tmp:
         ospec = dataclasses.replace(spec, storage=f"journal:///{tmp}/table5.log", artifact_dir=None, seed=seed,
-                                    max_simulations=k, estimate_options=est_opts)
+                                    max_simulations=k, estimate_options=est_opts, scenario=scn)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -251,7 +253,7 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, study: str | Pa
                  f"`{path.relative_to(paths.checkout) if path.is_relative_to(paths.checkout) else path}`. Mean simulation wall "
                  f"{mean_sim:.2f} s (max {np.nanmax(sim_walls):.2f} s). Wall time of this experiment: "
                  f"{time.perf_counter() - t_start:.0f} s ({'quick' if quick else 'full'} mode).")
-    intro = (f"Setup: {setup}; `SimOptions.paper(horizon_s={horizon:.0f})`, estimator with the paper placement "
+    intro = (f"Setup: {setup}; `Scenario.paper(horizon_s={horizon:.0f})`, estimator with the paper placement "
              "preset, TTFT from batch start, whole-run window. Recovery = best simulated throughput among the "
              "designs a method simulated / best of the exhaustive table (all methods scored on the same, "
              "deterministic simulations). DSE time = a method's own estimation/search wall time plus the measured "

@@ -31,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hydra_opt.system.policies import SCHEDULERS
+
 __all__ = [
     "ChipletView",
     "TaskScheduler",
@@ -235,7 +237,6 @@ class ElasticScheduler(TaskScheduler):
 
 
 #: Scheduler names accepted by :func:`make_scheduler`.
-SCHEDULERS: tuple[str, ...] = ("static", "fcfs", "worksteal", "elastic")
 
 
 def make_scheduler(

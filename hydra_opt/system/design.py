@@ -35,12 +35,14 @@ import yaml
 
 from hydra_opt.config import ConfigError, Node, load_yaml
 from hydra_opt.system.package import Package
+from hydra_opt.system.policies import BATCHINGS, PLACEMENTS, SCHEDULERS
 
 __all__ = [
     "BATCHINGS",
     "FALLBACK_PRECISIONS",
     "MAX_BATCH_LIMIT",
     "MEU_POLICIES",
+    "OVERRIDE_KEYS",
     "PLACEMENTS",
     "SCHEDULERS",
     "DesignPoint",
@@ -50,10 +52,9 @@ __all__ = [
     "save_design",
 ]
 
-PLACEMENTS: tuple[str, ...] = ("cp", "rr", "random")
-BATCHINGS: tuple[str, ...] = ("static", "continuous", "chunked")
-SCHEDULERS: tuple[str, ...] = ("static", "fcfs", "worksteal", "elastic")
 MEU_POLICIES: tuple[str, ...] = ("adaptive", "fixed")
+#: Design fields a run may override without editing the design (:meth:`DesignPoint.with_overrides`).
+OVERRIDE_KEYS: tuple[str, ...] = ("max_batch", "batching", "scheduler", "placement")
 #: Precision names of the architecture contract, used only until ``hydra_opt.workload.precision`` exists.
 FALLBACK_PRECISIONS: tuple[str, ...] = ("fp16", "bf16", "int8", "fp8", "w8a8", "w4a16", "w4a8")
 #: Largest accepted max batch (a larger value is likelier a typo than intent).
@@ -298,6 +299,29 @@ class DesignPoint:
     def replace(self, **changes: Any) -> DesignPoint:
         """A copy with fields changed (``counts`` may be a mapping)."""
         return replace(self, **changes)
+
+    def with_overrides(self, overrides: Mapping[str, Any] | None, *, file: str | None = None,
+                       key: str = "") -> DesignPoint:
+        """This design with run-time overrides of its policy fields (:data:`OVERRIDE_KEYS`; None values ignored).
+
+        The one place an override (``simulate --max-batch 64``, a study's ``design_overrides:``) becomes a design:
+        the new design is made before placement, Ω or any estimate is derived, so ``--max-batch 64`` is the same
+        run as a design file with ``max_batch: 64``.
+
+        Raises:
+            ConfigError: For a key other than :data:`OVERRIDE_KEYS` or a value the design rejects.
+        """
+        changes = {k: v for k, v in (overrides or {}).items() if v is not None}
+        for k in changes:
+            if k not in OVERRIDE_KEYS:
+                raise ConfigError(f"is not an overridable design field; allowed: {', '.join(OVERRIDE_KEYS)}",
+                                  file=file, key=f"{key}{k}")
+        if not changes:
+            return self
+        try:
+            return replace(self, **changes)
+        except ConfigError as exc:
+            raise ConfigError(exc.problem, file=file, key=f"{key}{exc.key}", value=exc.value) from None
 
     # -- YAML -----------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Any
 from hydra_opt.config import ConfigError
 from hydra_opt.hardware.types import PHASES, ChipletType
 from hydra_opt.system.design import DesignPoint, load_design
+from hydra_opt.system.materialise import chiplet_type, memory_type
 
 __all__ = ["Issue", "feasibility", "feasibility_issues", "min_memory_bytes", "validate_design_file"]
 
@@ -104,7 +105,7 @@ def feasibility_issues(
             issues.append(Issue(key, f"is not a known chiplet; allowed: {', '.join(lib.names())}"))
             continue
         try:
-            chip = lib.get(name, design.d2d_bw_gbps, design.slot_area_mm2, settings=design.dynacore)
+            chip = chiplet_type(design, name, lib)
         except ConfigError as exc:
             issues.append(Issue(key, exc.problem))
             continue
@@ -124,9 +125,7 @@ def feasibility_issues(
 
     mem = None
     try:
-        from hydra_opt.hardware.memory import get_memory
-
-        mem = get_memory(design.memory)
+        mem = memory_type(design)
     except ConfigError as exc:
         issues.append(Issue("memory", exc.problem))
     if mem is not None and mem.area_mm2 > design.slot_area_mm2 + 1e-9:

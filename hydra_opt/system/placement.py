@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hydra_opt.system.policies import PLACEMENTS
+
 __all__ = [
     "DEFAULT_PHASE_VOLUME",
     "PLACEMENT_POLICIES",
@@ -75,7 +77,7 @@ __all__ = [
 ]
 
 #: Placement policies.
-PLACEMENT_POLICIES: tuple[str, ...] = ("cp", "rr", "random")
+PLACEMENT_POLICIES: tuple[str, ...] = PLACEMENTS  # the policy vocabulary (system.policies)
 #: Eq. (2) volume weight of a chiplet per phase it serves (a dual-phase chiplet gets the mean).
 DEFAULT_PHASE_VOLUME: dict[str, float] = {"prefill": 1.0, "decode": 4.0}
 # Artifact's per-request bandwidth demand constants of the bandwidth split (GB/s), METHODS §2d.
@@ -894,15 +896,13 @@ def placement_problem(design, model, library=None, *, context_tokens: int | None
         library: ``hydra_opt.hardware.chiplets.ChipletLibrary`` (default library when None).
         context_tokens: KV context reserved per request in Eq. (1) (default: the model's ``max_position``).
     """
-    from hydra_opt.hardware.chiplets import ChipletLibrary
-    from hydra_opt.hardware.memory import get_memory
+    from hydra_opt.system.materialise import materialise
 
-    lib = library if library is not None else ChipletLibrary.default()
+    hw = materialise(design, library)
     compute: list[ComputeSpec] = []
-    for name, count in design.counts:
-        ct = lib.get(name, design.d2d_bw_gbps, design.slot_area_mm2, settings=design.dynacore)
+    for (name, count), ct in zip(hw.counts, hw.chiplets):
         compute += [ComputeSpec(name, frozenset(ct.families), frozenset(ct.phases))] * count
-    mem = get_memory(design.memory)
+    mem = hw.memory
     prec = design.precision
     wb = model.block_weight_bytes(prec)
     kv = model.block_kv_bytes_per_token(prec)

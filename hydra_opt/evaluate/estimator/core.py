@@ -18,6 +18,7 @@ Pipeline of one estimate (docs/estimator.md has the derivations):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -26,6 +27,7 @@ import numpy as np
 from hydra_opt.evaluate.estimator import capacities as cap
 from hydra_opt.evaluate.estimator import fluid, markov
 from hydra_opt.evaluate.estimator.result import EstimatorOptions
+from hydra_opt.evaluate.scenario import Scenario
 
 __all__ = ["Prepared", "prepare", "TypeTable", "type_table", "cycle_plan", "family_memory_groups",
            "memory_concurrency", "hbm_port_cap_gbps", "order_stats", "resolve"]
@@ -52,6 +54,7 @@ class Prepared:
             more, whatever its window (the fluid's arrival stream is open-ended at rate λ, so a window reaching past
             the last arrival — the paper preset's whole run of 5,000 requests over 100 s — is capped by it).
         model: The model object (placement needs its blocks; None: load it by name).
+        scenario: The run described (TTFT rule, token budget, pipeline depth, presets, lending).
     """
 
     model_name: str
@@ -74,6 +77,7 @@ class Prepared:
     context_mean_tok: float | None = None
     offered_tokens: float = float("inf")
     model: object = field(default=None, compare=False, repr=False)
+    scenario: Scenario = field(default_factory=Scenario, compare=False)
 
     @property
     def n_blocks(self) -> int:
@@ -116,21 +120,27 @@ def _order_stats(steps: np.ndarray, b: int) -> np.ndarray:
     return (tail * widths[None, :]).sum(axis=1)
 
 
-def prepare(model, workload, *, options: EstimatorOptions | None = None, precision: str | None = None) -> Prepared:
-    """Everything about (model, workload) that does not depend on the design (cached by names and options)."""
+def prepare(model, workload, *, scenario: Scenario | None = None, options: EstimatorOptions | None = None,
+            precision: str | None = None) -> Prepared:
+    """Everything about (model, workload, scenario) that does not depend on the design (cached by names and options).
+
+    Args:
+        precision: The design's precision, used when the scenario sets none (None there too: ``fp16``).
+    """
     opts = options or EstimatorOptions()
-    prec = precision or opts.precision or "fp16"
-    horizon = opts.horizon_s if opts.horizon_s is not None else getattr(workload, "horizon_s", None)
-    return _prepare_cached(model, workload, prec, opts.n_samples, opts.seed, opts.window_s, horizon, opts.warmup_frac,
-                           opts.n_requests)
+    scn = scenario or Scenario()
+    prec = scn.precision or precision or "fp16"
+    horizon = scn.horizon_s if scn.horizon_s is not None else getattr(workload, "horizon_s", None)
+    return _prepare_cached(model, workload, prec, opts.n_samples, opts.seed, opts.window_s, horizon, scn)
 
 
 _PREP_CACHE: dict = {}
 
 
-def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, warmup, n_requests) -> Prepared:
+def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, scn: Scenario) -> Prepared:
+    warmup, n_requests = scn.warmup_frac, scn.n_requests
     key = (id(model), getattr(model, "name", None), id(workload), getattr(workload, "name", None), prec, n_samples,
-           seed, window, horizon, warmup, n_requests)
+           seed, window, horizon, scn)
     hit = _PREP_CACHE.get(key)
     if hit is not None:
         return hit
@@ -146,6 +156,8 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, war
     ot = np.maximum(np.asarray(reqs.output_tokens, dtype=np.float64), 1.0)
     if n_requests is not None:
         arr, pt, ot = arr[:n_requests], pt[:n_requests], ot[:n_requests]
+    if scn.arrival_interval_s is not None:  # the simulator's fixed-interval replay (resolve_requests)
+        arr = np.arange(arr.size, dtype=np.float64) * scn.arrival_interval_s
     # The simulator's placement context: mean of max(prompt, 1) + max(output, 1) over the replayed requests.
     ctx_mean = float(np.mean(np.maximum(pt, 1.0) + ot)) if pt.size else None
     if horizon:
@@ -165,7 +177,10 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, war
     a0 = float(arr[0]) if arr.size else 0.0
     arrived = arr[arr <= h]
     a1 = float(arrived[-1]) if arrived.size else a0
-    if window is None:
+    if window is None and scn.window == "whole_run":
+        # The simulator's whole-run throughput: every token over the served time (docs/metrics.md).
+        window = (0.0, h if math.isfinite(h) else a1)
+    elif window is None:
         # The simulator's measurement window (docs/metrics.md).
         window = (a0 + warmup * (a1 - a0), min(a1, h))
     grid_k, grid_emin = fluid.emin_curve(stats.steps)
@@ -190,6 +205,7 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, war
         context_mean_tok=ctx_mean,
         offered_tokens=float(ot.sum()) if ot.size else float("inf"),
         model=model,
+        scenario=scn,
     )
     _PREP_CACHE[key] = prep
     return prep
@@ -330,19 +346,6 @@ def type_table(prep: Prepared, chiplet, batching: str, b: int, bw_gbps: float, t
 # Design-level inputs
 
 
-def _counts(design) -> list[tuple[str, int]]:
-    c = design.counts
-    items = c.items() if isinstance(c, dict) else c
-    return [(str(n), int(k)) for n, k in items if int(k) > 0]
-
-
-def _memory(design):
-    from hydra_opt.hardware.memory import get_memory
-
-    m = design.memory
-    return get_memory(m) if isinstance(m, str) else m
-
-
 def _library():
     from hydra_opt.hardware.chiplets import ChipletLibrary
 
@@ -438,7 +441,7 @@ def family_memory_groups(design, prep: Prepared, n_mem: int, *, preset: str = "c
         ctx = round(prep.context_mean_tok)
     prec = str(getattr(design, "precision", prep.precision))
     key = (prep.model_name, prec, int(n_mem), str(getattr(design, "memory", "")), int(design.max_batch), policy,
-           preset, ctx, int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4)))
+           preset, ctx, int(design.grid_w), int(design.grid_h))
     hit = _GROUP_CACHE.get(key)
     if hit is None:
         try:

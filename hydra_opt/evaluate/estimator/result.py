@@ -12,50 +12,28 @@ __all__ = ["EstimatorOptions", "Estimate"]
 
 @dataclass(frozen=True)
 class EstimatorOptions:
-    """Knobs of the estimator. Defaults are physical/documented, never tuned per workload (docs/estimator.md).
+    """Knobs of the estimator's model. Defaults are physical/documented, never tuned per workload (docs/estimator.md).
+
+    What run is estimated (horizon, requests and arrivals, TTFT and window rules, precision, presets, token budget,
+    pipeline depth, lending) is the :class:`~hydra_opt.evaluate.scenario.Scenario` the simulator reads too.
 
     Attributes:
         n_samples: Requests drawn from the workload to compute length moments.
-        n_requests: Use only the first ``n_requests`` requests of the workload (as ``SimOptions.n_requests``).
-        seed: Seed of that draw (None: the workload's own seed).
-        precision: Numeric precision name (None: the model's/HYDRA default ``int8``).
-        lend: Cross-phase lending under the elastic scheduler (decode chiplets may take prefill work and vice
-            versa); None: follow the design/simulator default (off).
+        seed: Seed of the request stream the moments are drawn from (None: 0, the simulator's default seed).
         lend_efficiency: Fraction of a lent chiplet's opcost rate that is realised (migration and queue-status
             lag), in (0, 1].
         balance_efficiency: Fraction of the static-mapping imbalance that dynamic schedulers (fcfs, worksteal,
             elastic) remove, in [0, 1].
-        max_batches_in_flight: Upper bound on concurrently running batches (None: the simulator's rule).
-        window_s: ``(start, end)`` of the throughput/TTFT measurement window, s (None: the simulator's default,
-            ``[a0 + warmup_frac·(a1 − a0), min(a1, horizon)]`` over the arrivals ``a0..a1`` before the horizon).
-        horizon_s: Simulated horizon the estimate refers to, s (None: the workload's; None there = until done).
-        warmup_frac: Fraction of the arrival span excluded at the start of the window (the simulator's 0.1).
-        ttft_from: ``"arrival"`` (default: includes queueing before admission) or ``"batch_start"`` (the HYDRA
-            artifact's definition).
-        placement_preset: Placement preset whose memory groups the estimator assumes, as the simulator's
-            (``"clean"``: ``SimOptions()``; ``"paper"``: ``SimOptions.paper()``).
-        token_budget: Tokens of one pass (``SimOptions.token_budget``): continuous batching's prefill pass,
-            chunked prefill's whole pass (decodes + chunks).
+        window_s: ``(start, end)`` of the throughput/TTFT measurement window, s, overriding the scenario's window
+            rule (None: the simulator's ``measure`` window, ``[a0 + warmup_frac·(a1 − a0), min(a1, horizon)]`` over
+            the arrivals ``a0..a1`` before the horizon). For calibration studies of the model.
     """
 
     n_samples: int = 4000
-    n_requests: int | None = None
     seed: int | None = None
-    precision: str | None = None
-    lend: bool | None = None
     lend_efficiency: float = 0.9
     balance_efficiency: float = 1.0
-    max_batches_in_flight: int | None = None
     window_s: tuple[float, float] | None = None
-    horizon_s: float | None = None
-    warmup_frac: float = 0.1
-    ttft_from: str = "arrival"
-    placement_preset: str = "clean"
-    token_budget: int = 8192
-
-    def __post_init__(self) -> None:
-        if self.placement_preset not in ("clean", "paper"):
-            raise ValueError(f"placement_preset must be 'clean' or 'paper', got {self.placement_preset!r}")
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from hydra_opt.evaluate.estimator import capacities as cap
-from hydra_opt.evaluate.estimator.core import _counts, _library, _memory, hbm_port_cap_gbps, prepare, resolve
+from hydra_opt.evaluate.estimator.core import hbm_port_cap_gbps, prepare, resolve
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 from hydra_opt.evaluate.opcost import roofline_s
+from hydra_opt.evaluate.scenario import Scenario
+from hydra_opt.system.materialise import materialise
 
 __all__ = ["roofline_estimate"]
 
@@ -36,18 +38,18 @@ def _pooled_time(cost: np.ndarray, chips: list, counts: list[int]) -> float:
     return float(max(comp, sr))
 
 
-def roofline_estimate(design, model, workload, *, options: EstimatorOptions | None = None) -> Estimate:
+def roofline_estimate(design, model, workload, *, scenario: Scenario | None = None,
+                      options: EstimatorOptions | None = None) -> Estimate:
     """The three-bound roofline estimate of one design (throughput, TTFT; no queueing, no transients)."""
     opts = options or EstimatorOptions()
+    scn = scenario or Scenario()
     design, model, workload = resolve(design, model, workload)
-    prep = prepare(model, workload, options=opts, precision=opts.precision or getattr(design, "precision", None))
-    lib = _library()
-    counts = _counts(design)
+    prep = prepare(model, workload, scenario=scn, options=opts, precision=getattr(design, "precision", None))
+    hw = materialise(design, scn.library())
     d2d = float(design.d2d_bw_gbps)
-    chips = [lib.get(n, d2d, float(getattr(design, "slot_area_mm2", 144.0)), settings=getattr(design, "dynacore", None))
-             for n, _ in counts]
-    ks = [k for _, k in counts]
-    mem = _memory(design)
+    chips = list(hw.chiplets)
+    ks = [k for _, k in hw.counts]
+    mem = hw.memory
     b = float(design.max_batch)
     st = prep.stats
     pre = cap.block_costs(prep.coeffs, cap.prefill_agg(st, b)).sum(axis=0)  # one pass of B prompts
@@ -56,8 +58,8 @@ def roofline_estimate(design, model, workload, *, options: EstimatorOptions | No
     t_comp = _pooled_time(per_tok, chips, ks)
     mem_bytes = per_tok[_W] + per_tok[_KVR] + per_tok[_KVW]
     hbm = int(design.n_mem) * float(mem.bw_gbps) * 1e9
-    noi = float(hbm_port_cap_gbps(int(design.n_mem), float(mem.bw_gbps), d2d, int(getattr(design, "grid_w", 6)),
-                                  int(getattr(design, "grid_h", 4)))) * 1e9
+    noi = float(hbm_port_cap_gbps(int(design.n_mem), float(mem.bw_gbps), d2d, int(design.grid_w),
+                                  int(design.grid_h))) * 1e9
     bounds = {"compute": 1.0 / max(t_comp, 1e-300), "hbm": hbm / max(mem_bytes, 1e-300),
               "noi": noi / max(mem_bytes, 1e-300)}
     name = min(bounds, key=bounds.get)

@@ -26,6 +26,8 @@ import numpy as np
 
 from hydra_opt.evaluate.estimator import core, fluid, markov
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
+from hydra_opt.evaluate.scenario import Scenario
+from hydra_opt.system.materialise import materialise
 
 try:  # numpy's compiled interp: np.interp minus its Python-level argument checks (same arithmetic)
     from numpy._core.multiarray import interp as _vinterp
@@ -223,26 +225,26 @@ class _Design:
 
 
 def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design | None:
-    counts = core._counts(design)
+    hw = materialise(design, lib)
+    counts = list(hw.counts)
     if not counts:
         return None
     ex = _extras(prep)
     d2d = float(design.d2d_bw_gbps)
-    mem = core._memory(design)
+    mem = hw.memory
     n_mem = int(design.n_mem)
     b = int(design.max_batch)
     batching = str(design.batching)
-    area = float(getattr(design, "slot_area_mm2", 144.0))
-    chips = [lib.get(name, d2d, area, settings=getattr(design, "dynacore", None)) for name, _ in counts]
+    chips = list(hw.chiplets)
     task_bw = min(d2d, float(mem.bw_gbps))
-    budget = float(opts.token_budget)
+    budget = float(prep.scenario.token_budget)
     tables = [core.type_table(prep, c, batching, b, task_bw, budget) for c in chips]
     tkeys = tuple((c.name, c.d2d_bw_gbps, batching, b, task_bw, budget) for c in chips)
     out = _Design()
     out.counts = [n for _, n in counts]
     out.names = [name for name, _ in counts]
     out.cols, out.orders = _type_columns(prep, ex, chips, tables, tkeys)
-    groups = core.family_memory_groups(design, prep, n_mem, preset=opts.placement_preset, library=lib)
+    groups = core.family_memory_groups(design, prep, n_mem, preset=prep.scenario.placement_preset, library=lib)
     sums = _family_sums(prep, ex, tables[0], tkeys[0])
 
     def eff_bytes(kind: str) -> float:
@@ -257,7 +259,7 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
     out.mem_bytes, out.mem1, out.memb = eff_bytes("mem"), eff_bytes("mem1"), eff_bytes("memb")
     conc = _concurrency(prep, ex, n_mem, float(mem.capacity_bytes), batching)
     ns = sum(out.counts)
-    max_batches = opts.max_batches_in_flight or ns
+    max_batches = prep.scenario.max_batches or ns
     nbat = min(float(max_batches), math.floor(conc / b) if batching == "static" else conc / b)
 
     def plan_scalars():
@@ -266,13 +268,13 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
 
     out.tokens, out.admits, out.passes, out.chunk_extra = _cached(("plan", id(prep), batching, b, budget), plan_scalars,
                                                                   prep)
-    gw, gh = int(getattr(design, "grid_w", 6)), int(getattr(design, "grid_h", 4))
+    gw, gh = int(design.grid_w), int(design.grid_h)
     mem_bw = float(mem.bw_gbps)
     # core.hbm_port_cap_gbps: Σ over the ring memories of min(interface, reach × link) (numpy's sum).
     hbm = _pw([_mn(mem_bw, r * d2d) for r in core._memory_link_reach(n_mem, gw, gh)])
     out.hbm_bps = hbm * 1e9
     gain = 1.0
-    lend = opts.lend if opts.lend is not None else False
+    lend = prep.scenario.lend
     if lend and str(design.scheduler) == "elastic":
         gain = float(core._lending_gain(prep, chips, counts, tables, opts))
     out.gain = gain
@@ -530,7 +532,7 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
         n0, n1 = _static_curves(ex, seq, bsz, r_tok, fl_feasible, w0, w1)
         n0, n1 = _mn(n0, prep.offered_tokens), _mn(n1, prep.offered_tokens)  # core.Prepared.offered_tokens
         thr = (n1 - n0) / max(w1 - w0, 1e-300)
-        tt = _static_ttft(seq, bsz, a0, lam, r_adm, pre_sum, fl_feasible, w0, w1, prep.horizon_s, opts.ttft_from)
+        tt = _static_ttft(seq, bsz, a0, lam, r_adm, pre_sum, fl_feasible, w0, w1, prep.horizon_s, prep.scenario.ttft_from)
         bb = _mx(bsz, 1.0)
         rho_p = lam / bb * pre_max
         ca2 = 1.0 / bb
@@ -553,7 +555,7 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
         sub.cap_tok = one(cap_tok)
         sub.horizon = prep.horizon_s
         sub.steps = prep.stats.steps
-        thr_c, ttft_c = fluid.continuous_requests(sub, w0, w1, prep.horizon_s, from_=opts.ttft_from)
+        thr_c, ttft_c = fluid.continuous_requests(sub, w0, w1, prep.horizon_s, from_=prep.scenario.ttft_from)
         thr = _mn(float(thr_c[0]), prep.offered_tokens / max(w1 - w0, 1e-300))
         ttft = float(ttft_c[0]) if np.isfinite(ttft_c[0]) else _INF
     stat_thr = cap_tok if over else lam * out_tok
@@ -577,7 +579,7 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
         g_d = np.concatenate([[0.0], mu_n, np.full(pi.size - 1 - n_adm, mu_n[-1])])[: pi.size] * u * out_tok
         stat_thr = float((pi * g_d).sum())
         wait = float((pi * queue).sum()) / lam_u * (1.0 + ex["service_scv"]) / 2.0 if lam > 0 else 0.0
-        if opts.ttft_from == "arrival" and math.isfinite(ttft) and not static_b:
+        if prep.scenario.ttft_from == "arrival" and math.isfinite(ttft) and not static_b:
             ttft += wait
     if di.chunk_extra > 0 and math.isfinite(ttft):
         ttft += di.chunk_extra * cycle_time  # chunked prefill: the first token comes with the last chunk, n̄ − 1 passes later
@@ -787,16 +789,19 @@ def estimate_one(design, prep: core.Prepared, opts: EstimatorOptions, library=No
     return _solve(di, prep, opts)
 
 
-def estimate(design, model, workload, *, options: EstimatorOptions | None = None) -> Estimate:
+def estimate(design, model, workload, *, scenario: Scenario | None = None,
+             options: EstimatorOptions | None = None) -> Estimate:
     """Estimate throughput, TTFT and TPOT of one design serving ``workload`` with ``model`` (HYDRA §V).
 
     Args:
         design: A ``hydra_opt.system.design.DesignPoint`` (or a design YAML path).
         model: A ``hydra_opt.workload.models.Model`` (or a name/path).
         workload: A ``hydra_opt.workload.workload.Workload`` (or a name/path).
-        options: :class:`EstimatorOptions`.
+        scenario: The run (``hydra_opt.evaluate.scenario.Scenario``; the simulator reads the same one).
+        options: :class:`EstimatorOptions` (model knobs).
     """
     opts = options or EstimatorOptions()
+    scn = scenario or Scenario()
     design, model, workload = core.resolve(design, model, workload)
-    prep = core.prepare(model, workload, options=opts, precision=opts.precision or getattr(design, "precision", None))
-    return estimate_one(design, prep, opts)
+    prep = core.prepare(model, workload, scenario=scn, options=opts, precision=getattr(design, "precision", None))
+    return estimate_one(design, prep, opts, library=scn.library())

@@ -15,6 +15,7 @@ import numpy as np
 
 from hydra_opt.evaluate.estimator import core
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
+from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.evaluate.estimator.single import estimate_one
 
 __all__ = ["estimate_space", "space_arrays"]
@@ -22,13 +23,12 @@ __all__ = ["estimate_space", "space_arrays"]
 _KEYS = ("throughput_tok_s", "ttft_mean_s", "tpot_mean_s", "capacity_tok_s")
 
 
-def _estimates(designs: list, model, workload, opts: EstimatorOptions) -> list[Estimate]:
+def _estimates(designs: list, model, workload, scn: Scenario, opts: EstimatorOptions) -> list[Estimate]:
     """The estimate of every design (identical designs solved once); all designs share the precision."""
     if not designs:
         return []
-    prec = opts.precision or getattr(designs[0], "precision", None)
-    prep = core.prepare(model, workload, options=opts, precision=prec)
-    lib = core._library()
+    prep = core.prepare(model, workload, scenario=scn, options=opts, precision=getattr(designs[0], "precision", None))
+    lib = scn.library()
     seen: dict = {}
     out = []
     for d in designs:
@@ -43,19 +43,21 @@ def _estimates(designs: list, model, workload, opts: EstimatorOptions) -> list[E
     return out
 
 
-def space_arrays(designs: Iterable, model, workload, *, options: EstimatorOptions | None = None) -> dict[str, np.ndarray]:
+def space_arrays(designs: Iterable, model, workload, *, scenario: Scenario | None = None,
+                 options: EstimatorOptions | None = None) -> dict[str, np.ndarray]:
     """Throughput, TTFT, TPOT, capacity, ρ and bottleneck of every design, as arrays.
 
     All designs must share the precision (one prepared workload); mixed precisions are grouped by the caller.
     """
     opts = options or EstimatorOptions()
-    est = _estimates(list(designs), model, workload, opts)
+    est = _estimates(list(designs), model, workload, scenario or Scenario(), opts)
     arrays = {k: np.array([getattr(e, k) for e in est], dtype=np.float64) for k in _KEYS}
     arrays["rho"] = np.array([e.diagnostics["rho"] for e in est], dtype=np.float64)
     arrays["bottleneck"] = np.array([e.bottleneck for e in est], dtype=object)
     return arrays
 
 
-def estimate_space(designs: Iterable, model, workload, *, options: EstimatorOptions | None = None) -> list[Estimate]:
+def estimate_space(designs: Iterable, model, workload, *, scenario: Scenario | None = None,
+                   options: EstimatorOptions | None = None) -> list[Estimate]:
     """:class:`Estimate` of every design (the single-design path's, diagnostics included)."""
-    return _estimates(list(designs), model, workload, options or EstimatorOptions())
+    return _estimates(list(designs), model, workload, scenario or Scenario(), options or EstimatorOptions())

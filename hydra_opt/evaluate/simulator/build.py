@@ -12,11 +12,9 @@ import importlib
 from typing import Any
 
 from hydra_opt.evaluate.simulator.system import SimModel, SimSystem, greedy_omega, omega_from
+from hydra_opt.system.materialise import DEFAULT_HOP_LATENCY_S, materialise
 
 __all__ = ["build_system", "DEFAULT_HOP_LATENCY_S"]
-
-#: Per-hop NoI latency, s (the HYDRA artifact's 10 ns link latency; UCIe-class D2D links are a few ns).
-DEFAULT_HOP_LATENCY_S = 10e-9
 
 
 def _try_import(name: str):
@@ -44,7 +42,7 @@ def _fallback_placement(design, n_blocks: int) -> tuple[list[int], list[int], li
 
 
 def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any = None, seed: int = 0,
-                 placement: str | None = None, hop_latency_s: float = DEFAULT_HOP_LATENCY_S,
+                 hop_latency_s: float = DEFAULT_HOP_LATENCY_S,
                  placement_preset: str = "clean", nominal_context: int = 512,
                  context_tokens: int | None = None, mapping: str = "bottleneck") -> tuple[SimSystem, dict]:
     """Place ``design`` for ``model`` and assemble the engine's view of it.
@@ -55,7 +53,6 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
         sim_model: Its per-block coefficients (for Ω).
         library: Chiplet library (default: ``ChipletLibrary.default()``).
         seed: Seed of the ``random`` placement.
-        placement: Override of ``design.placement``.
         hop_latency_s: NoI per-hop latency, s.
         placement_preset: ``clean`` or ``paper`` (``hydra_opt.system.placement.place``).
         nominal_context: Prompt/context length at which Ω prices the tasks, tokens.
@@ -70,15 +67,10 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
     Returns:
         ``(system, info)`` where ``info`` names the placement/mapping implementations used and the placement cost.
     """
-    from hydra_opt.hardware.chiplets import ChipletLibrary
-    from hydra_opt.hardware.memory import get_memory
-    from hydra_opt.hardware.noi import Mesh
-
-    lib = library or ChipletLibrary.default()
-    if placement is not None and placement != design.placement:
-        design = design.replace(placement=placement)
-    mem_type = get_memory(design.memory)
-    mesh = Mesh(design.grid_w, design.grid_h, design.d2d_bw_gbps, hop_latency_s)
+    hw = materialise(design, library)
+    lib = hw.library
+    mem_type = hw.memory
+    mesh = hw.mesh(hop_latency_s)
     info: dict[str, Any] = {}
     pl_mod = _try_import("hydra_opt.system.placement")
     if pl_mod is not None and hasattr(pl_mod, "place"):
@@ -96,8 +88,7 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
     else:
         mem_nodes, chip_nodes, block_mem, names = _fallback_placement(design, sim_model.n_blocks)
         info["placement"] = "fallback round-robin (hydra_opt.system.placement unavailable)"
-    settings = getattr(design, "dynacore", None)
-    chiplets = [lib.get(n, design.d2d_bw_gbps, design.slot_area_mm2, settings=settings) for n in names]
+    chiplets = [hw.chiplet(n) for n in names]
     labels = [""] * mesh.n_nodes
     for n, nd in zip(names, chip_nodes):
         labels[nd] = n

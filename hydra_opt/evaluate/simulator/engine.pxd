@@ -23,7 +23,7 @@ cdef class Engine:
     cdef public object caps, chip_lat, chip_node, ctype, discarded, epoch, families, finish_t, first_bs
     cdef public object first_t, flow_task, gen, heap, hook_cache, hooks, hopm, max_batch, max_batches
     cdef public object mem, mem_int, mesh, model, n, n_arrived, n_done, n_rejected, net, next_bid, npre, opt, out
-    cdef public object port_bw, port_res, preempt_events, prompt, queue, res_path, run_task, running, sched, seg_end
+    cdef public object port_bw, port_res, preempt_events, prompt, queue, res_path, run_task, running, sched, scn, seg_end
     cdef public object sharing, stage, static_map, status, sys, token_n, token_t, view, where, pdone
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy

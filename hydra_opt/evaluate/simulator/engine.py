@@ -38,6 +38,7 @@ from hydra_opt.runtime.batching import ChunkedBatcher, ContinuousBatcher, PagedM
 from hydra_opt.runtime.scheduling import ChipletView, ElasticScheduler, StaticScheduler, TaskScheduler, manhattan
 from hydra_opt.workload.cost import COST_FIELDS, BlockCost
 
+from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.evaluate.simulator.options import SimOptions
 from hydra_opt.evaluate.simulator.system import (
     SimModel,
@@ -143,7 +144,8 @@ class Engine:
         system: The placed system.
         model: The model's per-block coefficients.
         arrival_s, prompt_tokens, output_tokens: Requests (sorted by arrival).
-        options: Simulation options.
+        options: Engine knobs.
+        scenario: The run (horizon, token budget, pipeline depth, preemption rules).
         batching: ``"static"`` or ``"continuous"``.
         scheduler: A task scheduler (its Ω must refer to ``system``'s chiplet indices).
         max_batch: Maximum requests per batch.
@@ -157,6 +159,7 @@ class Engine:
         prompt_tokens: np.ndarray,
         output_tokens: np.ndarray,
         options: SimOptions,
+        scenario: Scenario,
         *,
         batching: str,
         scheduler: TaskScheduler,
@@ -165,6 +168,7 @@ class Engine:
         self.sys = system
         self.model = model
         self.opt = options
+        self.scn = scenario
         self.sched = scheduler
         self.max_batch = int(max_batch)
         self.arr = [float(x) for x in arrival_s]
@@ -187,16 +191,16 @@ class Engine:
         self.continuous = batching in ("continuous", "chunked")  # chunked shares continuous admission/memory
         self.chunked = batching == "chunked"
         if self.chunked:
-            self.batcher = ChunkedBatcher(self.max_batch, options.token_budget, self._prefill_tokens)
+            self.batcher = ChunkedBatcher(self.max_batch, scenario.token_budget, self._prefill_tokens)
             self.batcher.form = self._form_empty
         elif self.continuous:
             self.batcher = ContinuousBatcher(
-                self.max_batch, options.token_budget, lambda r: (self.prompt[r] + self.gen[r], self.prompt[r] + self.gen[r])
+                self.max_batch, scenario.token_budget, lambda r: (self.prompt[r] + self.gen[r], self.prompt[r] + self.gen[r])
             )
             self.batcher.form = self._form_empty  # new batches are filled by their first prefill admission
         else:
             self.batcher = StaticBatcher(self.max_batch, lambda r: self.prompt[r] + self.out[r])
-        self.max_batches = int(options.max_batches or max(1, self.nc))
+        self.max_batches = int(scenario.max_batches or max(1, self.nc))
 
         # --- request state --------------------------------------------------------------------------------------
         self.status = [PENDING] * n
@@ -242,7 +246,7 @@ class Engine:
     def run(self) -> RawRun:
         """Run to the horizon (or until nothing is left to do)."""
         wall0 = time.perf_counter()
-        horizon = self.opt.horizon_s if self.opt.horizon_s is not None else _INF
+        horizon = self.scn.horizon_s if self.scn.horizon_s is not None else _INF
         net = self.net
         # The loop allocates many small container objects but no reference cycles: the cyclic collector would
         # only re-scan them (results do not depend on it).
@@ -517,10 +521,10 @@ class Engine:
         self.epoch[v] += 1  # any pass in flight with v no longer counts it
         self.npre[v] += 1
         self.preempt_events += 1
-        if self.opt.preempt_restart:
+        if self.scn.preempt_restart:
             self.discarded += self.gen[v]
             self.gen[v] = 0
-        if self.opt.preempt_requeue == "front":
+        if self.scn.preempt_requeue == "front":
             self.queue.appendleft(v)
         else:
             self.queue.append(v)

@@ -15,6 +15,7 @@ from hydra_opt.workload.workload import Requests
 from hydra_opt.evaluate.slo import DEFAULT_SLO, CapacityResult, Slo, capacity_search, mean_rate_per_s, scaled_requests
 from hydra_opt.evaluate.simulator.engine import DONE
 from hydra_opt.evaluate.simulator.metrics import SimResult, measured, request_ttft_s
+from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.evaluate.simulator.options import SimOptions
 
 __all__ = ["slo_metrics", "simulated_capacity"]
@@ -31,9 +32,10 @@ def slo_metrics(result: SimResult, slo: Slo = DEFAULT_SLO) -> dict[str, float]:
       measured request meets the SLO.
     """
     raw = result.raw
-    opts = SimOptions(**{k: v for k, v in result.options.items() if k in SimOptions.__dataclass_fields__})
-    _, in_win, _ = measured(raw, opts)
-    ttft = request_ttft_s(raw, opts)
+    rules = result.options.get("scenario", {})
+    scn = Scenario(**{k: rules[k] for k in ("ttft_from", "window", "warmup_frac") if k in rules})
+    _, in_win, _ = measured(raw, scn)
+    ttft = request_ttft_s(raw, scn)
     out = raw.output_tokens
     done = raw.status == DONE
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -57,6 +59,7 @@ def simulated_capacity(
     workload: Any,
     *,
     seed: int = 0,
+    scenario: Scenario | None = None,
     options: SimOptions | None = None,
     slo: Slo = DEFAULT_SLO,
     tolerance: float = 0.02,
@@ -68,23 +71,23 @@ def simulated_capacity(
     """``capacity_req_s`` by simulation: the largest mean request rate at which ≥ ``slo.attainment`` of the
     measured requests meet the SLO.
 
-    Every run replays the workload's requests (``seed``, ``options.n_requests``) with inter-arrival times scaled
+    Every run replays the workload's requests (``seed``, ``scenario.n_requests``) with inter-arrival times scaled
     to the rate under test (common random numbers) and runs until every request is served (unless
-    ``options.horizon_s`` is set), so the same requests are measured at every rate (with ``window_s``: the
+    ``scenario.horizon_s`` is set), so the same requests are measured at every rate (with ``window_s``: the
     requests arriving within ``window_s`` of the first, a fixed-duration run); the search is
     :func:`hydra_opt.evaluate.slo.capacity_search` from ``start_req_s`` (e.g. the estimator's capacity; bracketed
     by factors of 1.25 then) or else the workload's own rate (factors of 2).
     """
     from hydra_opt.evaluate.simulator.driver import resolve_requests, simulate_design
 
-    opt = options or SimOptions()
-    name, arr, prompt, out, _ = resolve_requests(workload, seed, opt)
+    scn = scenario or Scenario()
+    name, arr, prompt, out, _ = resolve_requests(workload, seed, scn)
     base = Requests(arr, prompt, out)
-    run_opt = opt.with_(n_requests=None, arrival_interval_s=None)
+    run_scn = scn.with_(n_requests=None, arrival_interval_s=None)
 
     def attainment(rate: float) -> float:
         req = scaled_requests(base, rate, name=name, window_s=window_s)
-        res = simulate_design(design, model, req, seed=seed, options=run_opt, library=library)
+        res = simulate_design(design, model, req, seed=seed, scenario=run_scn, options=options, library=library)
         a = slo_metrics(res, slo)["slo_attainment"]
         return a if math.isfinite(a) else 0.0
 

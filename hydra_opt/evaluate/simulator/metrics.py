@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from hydra_opt.evaluate.simulator.engine import DONE, QUEUED, REJECTED, RUNNING, RawRun
+from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.evaluate.simulator.options import SimOptions
 
 __all__ = ["SimResult", "summarize", "measured", "request_ttft_s"]
@@ -143,14 +144,16 @@ def _f(x: float) -> str:
 
 
 def summarize(
-    raw: RawRun, options: SimOptions, *, design: str, model: str, workload: str, seed: int
+    raw: RawRun, scenario: Scenario, *, design: str, model: str, workload: str, seed: int,
+    options: SimOptions | None = None,
 ) -> SimResult:
-    """Turn a :class:`RawRun` into a :class:`SimResult` (docs/metrics.md)."""
+    """Turn a :class:`RawRun` into a :class:`SimResult` measured as ``scenario`` says (docs/metrics.md)."""
     with np.errstate(invalid="ignore"):
-        return _summarize(raw, options, design=design, model=model, workload=workload, seed=seed)
+        return _summarize(raw, scenario, options or SimOptions(), design=design, model=model, workload=workload,
+                          seed=seed)
 
 
-def measured(raw: RawRun, options: SimOptions) -> tuple[tuple[float, float], np.ndarray, bool]:
+def measured(raw: RawRun, scenario: Scenario) -> tuple[tuple[float, float], np.ndarray, bool]:
     """The measurement window ``(t0, t1)`` (s), the mask of requests measured (arrived inside it; whole run: all
     arrived) and whether the throughput uses the whole run instead (docs/metrics.md "Windows")."""
     end = raw.sim_end_s
@@ -161,23 +164,25 @@ def measured(raw: RawRun, options: SimOptions) -> tuple[tuple[float, float], np.
         a0, a1 = float(arr[0]), float(arr[raw.n_arrived - 1])
     else:
         a0 = a1 = 0.0
-    t0 = a0 + options.warmup_frac * (a1 - a0)
+    t0 = a0 + scenario.warmup_frac * (a1 - a0)
     t1 = min(a1, end)
-    in_win = arrived if options.throughput_window == "whole_run" else arrived & (arr >= t0) & (arr <= t1)
-    return (t0, t1), in_win, options.throughput_window == "whole_run" or t1 - t0 <= 0
+    whole = scenario.window == "whole_run"
+    in_win = arrived if whole else arrived & (arr >= t0) & (arr <= t1)
+    return (t0, t1), in_win, whole or t1 - t0 <= 0
 
 
-def request_ttft_s(raw: RawRun, options: SimOptions) -> np.ndarray:
-    """Per-request TTFT under ``options.ttft_from`` (s; NaN without a first token)."""
-    if options.ttft_from == "arrival":
+def request_ttft_s(raw: RawRun, scenario: Scenario) -> np.ndarray:
+    """Per-request TTFT under ``scenario.ttft_from`` (s; NaN without a first token)."""
+    if scenario.ttft_from == "arrival":
         return raw.first_token_s - raw.arrival_s
     return np.where(np.isfinite(raw.first_token_s), raw.first_batch_start_s, np.nan)
 
 
-def _summarize(raw: RawRun, options: SimOptions, *, design: str, model: str, workload: str, seed: int) -> SimResult:
+def _summarize(raw: RawRun, scn: Scenario, options: SimOptions, *, design: str, model: str, workload: str,
+               seed: int) -> SimResult:
     end = raw.sim_end_s
     arr = raw.arrival_s
-    (t0, t1), in_win, whole_window = measured(raw, options)
+    (t0, t1), in_win, whole_window = measured(raw, scn)
     whole = raw.tokens_emitted / end if end > 0 else math.nan
     if whole_window:
         thr, win = whole, (0.0, end)
@@ -185,7 +190,7 @@ def _summarize(raw: RawRun, options: SimOptions, *, design: str, model: str, wor
         sel = (raw.token_t > t0) & (raw.token_t <= t1)
         thr, win = float(raw.token_n[sel].sum()) / (t1 - t0), (t0, t1)
     has_ft = np.isfinite(raw.first_token_s)
-    ttft = request_ttft_s(raw, options)[in_win & has_ft]
+    ttft = request_ttft_s(raw, scn)[in_win & has_ft]
     done = raw.status == DONE
     multi = done & (raw.output_tokens > 1)
     tpot = ((raw.finish_s - raw.first_token_s) / np.maximum(raw.output_tokens - 1, 1))[multi & in_win]
@@ -205,7 +210,7 @@ def _summarize(raw: RawRun, options: SimOptions, *, design: str, model: str, wor
         ttft_p50_s=t50,
         ttft_p90_s=t90,
         ttft_p99_s=t99,
-        ttft_from=options.ttft_from,
+        ttft_from=scn.ttft_from,
         tpot_mean_s=_stats(tpot)[0],
         tpot_p99_s=_stats(tpot)[3],
         e2e_mean_s=_stats(e2e)[0],
@@ -237,6 +242,6 @@ def _summarize(raw: RawRun, options: SimOptions, *, design: str, model: str, wor
         model=model,
         workload=workload,
         seed=int(seed),
-        options=options.to_dict(),
+        options={**options.to_dict(), "scenario": scn.to_dict()},
         raw=raw,
     )
