@@ -79,7 +79,8 @@ def numeric_dict(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 
 @dataclass
 class HydraEvaluator:
-    """The real evaluator (estimator + simulator of :mod:`hydra_opt.evaluate`), reading one :class:`Scenario`.
+    """The real evaluator (estimator + simulator of ``hydra_opt.evaluate``), reading one
+    :class:`~hydra_opt.evaluate.scenario.Scenario`.
 
     A study's run is described once: ``scenario`` (a ``Scenario`` or a study's ``scenario:`` mapping, ``preset:
     paper`` allowed) is resolved here to one frozen object that both ``estimate`` and ``simulate`` receive.
@@ -93,7 +94,7 @@ class HydraEvaluator:
         file: The study file (for error messages).
         scenario: The run (resolved to a ``Scenario`` by ``__post_init__``).
         design_overrides: Design fields every design gets (``max_batch``, ``batching``, ``scheduler``,
-            ``placement``), applied by :meth:`design` before anything is derived.
+            ``placement``), applied by ``design()`` before anything is derived.
         slo: ``hydra_opt.evaluate.slo.Slo`` behind ``goodput_tok_s``/``slo_attainment`` (the objectives' SLO; None:
             the scenario's, else the default SLO); carried by the scenario (``scenario.slo``) both evaluators get.
         capacity: ``objectives.CapacitySettings``: when set, ``capacity_req_s`` (and ``capacity_runs``) is added
@@ -120,12 +121,12 @@ class HydraEvaluator:
 
     @property
     def sim_options(self) -> Any:
-        """The ``SimOptions`` (engine knobs) :attr:`simulate_options` resolves to."""
+        """The ``SimOptions`` (engine knobs) ``simulate_options`` resolves to."""
         return self._sim_opts
 
     @property
     def est_options(self) -> Any:
-        """The ``EstimatorOptions`` (model knobs) :attr:`estimate_options` resolves to."""
+        """The ``EstimatorOptions`` (model knobs) ``estimate_options`` resolves to."""
         return self._est_opts
 
     def design(self, design: Mapping[str, Any]) -> Any:
