@@ -68,7 +68,11 @@ CASES = [
 
 
 def _same(a, b, path: str = "") -> list[str]:
-    """Differences between two ``Estimate.to_dict()`` trees beyond rounding (1e-12 relative)."""
+    """Differences between two ``Estimate.to_dict()`` trees beyond rounding: 1e-9 relative plus 1e-12 absolute.
+
+    Not bit for bit: numpy's OpenBLAS picks its kernels by CPU (DYNAMIC_ARCH), so the block-cost matmuls and the
+    SuperLU solve of the occupancy chain differ in the last bits between machines (measured: up to 6e-7 relative on
+    queue waits of 1e-13 s, 1e-15 relative elsewhere). Any modelling change moves these numbers far more."""
     if isinstance(a, dict):
         if set(a) != set(b):
             return [f"{path}: keys differ"]
@@ -78,7 +82,7 @@ def _same(a, b, path: str = "") -> list[str]:
             return [f"{path}: length {len(a)} != {len(b)}"]
         return [m for i, (x, y) in enumerate(zip(a, b)) for m in _same(x, y, f"{path}[{i}]")]
     if isinstance(a, float) and isinstance(b, float):
-        ok = a == b or (math.isfinite(a) and abs(a - b) <= 1e-12 * max(abs(a), abs(b)))
+        ok = a == b or (math.isfinite(a) and abs(a - b) <= 1e-9 * max(abs(a), abs(b)) + 1e-12)
         return [] if ok else [f"{path}: {a!r} != {b!r}"]
     return [] if a == b else [f"{path}: {a!r} != {b!r}"]
 
@@ -100,7 +104,8 @@ def test_solver_reproduces_the_array_solver_exactly(case: int) -> None:
     for row in rows:
         d = DesignPoint.from_dict(row["design"])
         got = _json_tree(estimate(d, model, wl, scenario=scn, options=opts).to_dict())
-        assert got == row["estimate"], (row["design"], _same(row["estimate"], got)[:5])
+        diff = _same(row["estimate"], got)
+        assert not diff, (row["design"], diff[:5])
 
 
 def test_vectorised_space_is_the_single_path() -> None:
