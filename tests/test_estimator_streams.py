@@ -61,3 +61,13 @@ def test_prefill_stations_cap_the_capacity():
     sm = StreamModel(_inputs(pre_rate_req_s=0.01))
     assert sm.capacity_req_s() == pytest.approx(0.01)
     assert math.isfinite(StreamModel(_inputs()).capacity_req_s())
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_the_array_pass_curve_is_the_scalar_pass(chunked: bool):
+    import numpy as np
+
+    sm = StreamModel(_inputs(chunked=chunked))
+    ns = np.array([0.3, 1.0, 2.5, 8.0, 9.0, 17.0, 31.9, 32.0, 40.0])
+    for lam in (0.0, 3.0):
+        np.testing.assert_allclose(sm.pass_curve_s(ns, lam), [sm.pass_s(float(n), lam) for n in ns], rtol=1e-12)

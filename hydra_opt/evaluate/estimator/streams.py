@@ -30,7 +30,7 @@ from dataclasses import dataclass
 __all__ = ["StreamInputs", "StreamModel"]
 
 
-def _interp(x: float, curve: list[float]) -> float:
+def _interp(x: float, curve) -> float:
     """``curve`` (values at 1..len) at ``x``, linear inside, clamped outside."""
     n = len(curve)
     if x <= 1.0:
@@ -112,7 +112,23 @@ class StreamModel:
         n = min(max(n, 1.0), self.n_max)
         d = self.batches(n)
         a = min(n / d, si.b)
-        return _interp(d, list(si.tau_b_s)) * (si.tau0_s + si.tau1_s * a) / self._full
+        return _interp(d, si.tau_b_s) * (si.tau0_s + si.tau1_s * a) / self._full
+
+    def pass_curve_s(self, n, lam: float):
+        """:meth:`pass_s` over an array of running counts (the same arithmetic in numpy)."""
+        import numpy as np
+
+        si = self.si
+        n = np.clip(np.asarray(n, dtype=np.float64), 1.0, self.n_max)
+        d = n if si.chunked else np.ceil(n / si.b - 1e-9)
+        d = np.clip(d, 1.0, max(si.m, 1.0))
+        a = np.minimum(n / d, si.b)
+        taus = np.asarray(si.tau_b_s)
+        dec = np.interp(d, np.arange(1, taus.size + 1, dtype=np.float64), taus) * (si.tau0_s + si.tau1_s * a) / self._full
+        if not si.chunked:
+            return dec
+        pre = self.open_prefill_s(lam) / max(si.chunks_mean, 1.0)
+        return dec / (1.0 - np.minimum(lam * np.maximum(pre - dec, 0.0) / d, 0.95))
 
     def pass_s(self, n: float, lam: float) -> float:
         """Time per output token of a running request (one pass of its batch) with ``n`` running, s."""
@@ -253,7 +269,7 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
             leave[lo:hi][over] = grid[-1] + (p_first[over] + s_bar - clock[-1]) * tau[-1]
         running = (np.searchsorted(np.sort(adm), grid, side="right")
                    - np.searchsorted(np.sort(leave), grid, side="right")).astype(np.float64)
-        tau = np.array([sm.pass_s(max(nr, 1.0), lam) for nr in running])
+        tau = sm.pass_curve_s(running, lam)
     first = adm + pre_s
     p_first = np.interp(first, grid, clock)
     k0 = np.maximum(np.interp(w0, grid, clock) - p_first, 0.0)
