@@ -631,7 +631,8 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
             ttft += wait
     quant = streams.latency_quantiles(run, prep.stats.prompt_tok, pre_s, wait) if run else ([], [])
     return dict(thr=thr, ttft=ttft, tpot=tpot, cap_tok=cap_tok, mu_max=mu_max, rho=rho, pi=pi, stat_thr=stat_thr,
-                wait=wait, conc=n_run / _mx(di.batch, 1.0), prefill_lat=pre_s, quantiles=quant)
+                wait=wait, conc=n_run / _mx(di.batch, 1.0), prefill_lat=pre_s, quantiles=quant,
+                prefill_rate=sm.si.pre_rate_req_s)
 
 
 def _result(di: _Design, prep: core.Prepared, ctx: dict, run: dict, demand: list[float], x_mva: float) -> Estimate:
@@ -670,6 +671,8 @@ def _result(di: _Design, prep: core.Prepared, ctx: dict, run: dict, demand: list
         window_s=list(prep.window_s),
         max_utilisation=float(max(util)) if util else 0.0,
     )
+    if "prefill_rate" in run:
+        diag["prefill_rate_req_s"] = float(run["prefill_rate"])
     if run.get("quantiles") and run["quantiles"][0]:
         diag["ttft_quantiles_s"], diag["tpot_quantiles_s"] = run["quantiles"]
     return Estimate(
