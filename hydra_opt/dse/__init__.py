@@ -18,10 +18,10 @@ Python use::
 
 from __future__ import annotations
 
-from hydra_opt.dse.evaluators import Evaluator, HydraEvaluator, SimOutcome
+from hydra_opt.evaluate.evaluators import Evaluator, HydraEvaluator, SimOutcome
 from hydra_opt.dse.exhaustive import ExhaustiveResult, recovery, run_exhaustive, screen
 from hydra_opt.dse.objective import DseObjective, TrialReport, trial_design
-from hydra_opt.dse.objectives import METRICS, Constraint, Metric, ObjectiveSpec, load_objectives
+from hydra_opt.evaluate.objectives import METRICS, Constraint, Metric, ObjectiveSpec, load_objectives
 from hydra_opt.dse.pruner import Promotion, PromotionPruner
 from hydra_opt.dse.report import export_design, format_front_table, front_rows, write_report
 from hydra_opt.dse.runner import RunOptions, RunSummary, open_study, run_study

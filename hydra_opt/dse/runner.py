@@ -22,7 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.callbacks import budget_callback, plan_callback, revisit_callback
-from hydra_opt.dse.evaluators import Evaluator
+from hydra_opt.evaluate.evaluators import Evaluator
 from hydra_opt.dse.exhaustive import prepare_sweep, run_sweep_worker
 from hydra_opt.dse.objective import FINISHED_STATES, BudgetReached, DseObjective, TrialReport
 from hydra_opt.dse.samplers import make_sampler, worker_seed
