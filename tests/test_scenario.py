@@ -18,8 +18,8 @@ import yaml
 
 from hydra_opt.cli.main import main
 from hydra_opt.config import ConfigError
-from hydra_opt.evaluate.evaluators import HydraEvaluator
 from hydra_opt.evaluate import Scenario
+from hydra_opt.evaluate.evaluators import HydraEvaluator
 from hydra_opt.system.design import load_design
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,11 +26,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hydra_opt.config import ConfigError
 from hydra_opt.dse import sweep
+from hydra_opt.dse.search_space import design_key
+from hydra_opt.dse.storages import StorageOptions
 from hydra_opt.evaluate.evaluators import Evaluator
 from hydra_opt.evaluate.front import front_ranks, hypervolume_2d, pareto_mask, select_bstar_mt
 from hydra_opt.evaluate.objectives import ObjectiveSpec
-from hydra_opt.dse.search_space import design_key
-from hydra_opt.dse.storages import StorageOptions
 
 if TYPE_CHECKING:
     from hydra_opt.dse.spec import StudySpec

@@ -34,14 +34,14 @@ import optuna
 from optuna.trial import TrialState
 
 from hydra_opt.config import ConfigError, Node
-from hydra_opt.evaluate.evaluators import Evaluator
-from hydra_opt.evaluate.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 from hydra_opt.dse.pruner import Promotion, PromotionPruner
 from hydra_opt.dse.reasons import PROMOTION_TEXT, note_markdown, save_trial_note
 from hydra_opt.dse.samplers import CONSTRAINTS_ATTR
 from hydra_opt.dse.search_space import SearchSpace, load_search_space
 from hydra_opt.dse.spec import PrunerSpec, StudySpec, design_key, load_study_spec
 from hydra_opt.dse.trial_design import DESIGN_ATTR, design_label, trial_design
+from hydra_opt.evaluate.evaluators import Evaluator
+from hydra_opt.evaluate.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 
 __all__ = ["DseObjective", "TrialReport", "BudgetReached", "FINISHED_STATES", "PLAN_ATTR", "DESIGN_ATTR", "trial_design"]
 

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from hydra_opt.config import ConfigError, Node, load_yaml
-from hydra_opt.evaluate.evaluators import Evaluator, HydraEvaluator
-from hydra_opt.evaluate.objectives import SLO_METRICS, DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 from hydra_opt.dse.plan import PLANS
 from hydra_opt.dse.samplers import SamplerSpec
 from hydra_opt.dse.search_space import SearchSpace, design_key, load_search_space, parse_search_space
 from hydra_opt.dse.storages import check_url, sqlite_url_for
 from hydra_opt.dse.sweep import SweepSpec, parse_sweep
+from hydra_opt.evaluate.evaluators import Evaluator, HydraEvaluator
+from hydra_opt.evaluate.objectives import SLO_METRICS, DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 
 __all__ = [
     "StudySpec",
