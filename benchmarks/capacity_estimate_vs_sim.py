@@ -54,7 +54,7 @@ def _label(d) -> str:
 
 
 def run(args) -> None:
-    from hydra_opt.dse.objectives import load_objectives
+    from hydra_opt.evaluate.objectives import load_objectives
     from hydra_opt.evaluate import estimate, simulate
     from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
     from hydra_opt.evaluate.simulator.goodput import simulated_capacity, slo_metrics

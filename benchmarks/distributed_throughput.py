@@ -66,7 +66,7 @@ class CpuEvaluator:
         return self._metrics(design)
 
     def simulate(self, design: Any, model: Any, workload: Any, *, seed: int) -> Any:
-        from hydra_opt.dse.evaluators import SimOutcome
+        from hydra_opt.evaluate.evaluators import SimOutcome
 
         end = time.process_time() + self.cpu_s
         x = 0

@@ -78,9 +78,9 @@ def exhaustive(args) -> None:
     sub-space: both are in the study name, so another code version starts a sweep of its own)."""
     import hashlib
 
-    from hydra_opt.dse.evaluators import HydraEvaluator
+    from hydra_opt.evaluate.evaluators import HydraEvaluator
     from hydra_opt.dse.exhaustive import run_exhaustive
-    from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
+    from hydra_opt.evaluate.objectives import DEFAULT_OBJECTIVES
     from hydra_opt.dse.search_space import load_search_space
 
     space = load_search_space(ROOT / args.space)
@@ -121,12 +121,13 @@ def search(args) -> None:
     import pandas as pd
     import yaml
 
-    from hydra_opt.dse.evaluators import HydraEvaluator
+    from hydra_opt.evaluate.evaluators import HydraEvaluator
     from hydra_opt.dse.exhaustive import recovery, run_exhaustive
-    from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
+    from hydra_opt.evaluate.objectives import DEFAULT_OBJECTIVES
     from hydra_opt.dse.search_space import load_search_space
     from hydra_opt.dse.objective import trial_design
-    from hydra_opt.dse.study import RunOptions, load_study_spec, run_study
+    from hydra_opt.dse.runner import RunOptions, run_study
+    from hydra_opt.dse.spec import load_study_spec
 
     df, meta = _load_exhaustive(args)
     ok = df["feasible"] & df["sim_throughput_tok_s"].notna()

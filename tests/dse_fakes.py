@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from hydra_opt.dse.evaluators import SimOutcome
+from hydra_opt.evaluate.evaluators import SimOutcome
 
 
 def closed_form(design: dict[str, Any]) -> tuple[float, float]:

@@ -157,7 +157,7 @@ def test_local_sweep_dedupes_a_design_enqueued_twice(tmp_path: Path) -> None:
     from dse_fakes import FakeEvaluator
 
     from hydra_opt.dse import sweep
-    from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
+    from hydra_opt.evaluate.objectives import DEFAULT_OBJECTIVES
 
     ev = FakeEvaluator()
     study = optuna.create_study(directions=DEFAULT_OBJECTIVES.directions)
@@ -203,7 +203,7 @@ def test_sweep_block_errors_are_located(doc: dict, problem: str) -> None:
 
 
 def test_sweep_study_rejects_search_keys(tmp_path: Path) -> None:
-    from hydra_opt.dse.study import load_study_spec
+    from hydra_opt.dse.spec import load_study_spec
 
     path = write_sweep(tmp_path)
     doc = yaml.safe_load(path.read_text())

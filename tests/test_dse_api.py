@@ -208,19 +208,6 @@ def test_top_level_names_are_lazy() -> None:
     assert out.stdout.strip() == "['__version__']"
 
 
-def test_study_module_still_offers_the_former_names() -> None:
-    import hydra_opt.dse.study as study_mod
-    from hydra_opt.dse import callbacks, objective, runner, spec
-
-    former = ["StudySpec", "PrunerSpec", "RunOptions", "RunSummary", "DseObjective", "load_study_spec",
-              "parse_study_spec", "run_study", "open_study", "load_study_by_name", "design_key", "FINISHED_STATES",
-              "SPEC_ATTR", "TrialReport", "apply_options", "count_finished", "summarize", "run_worker"]
-    for name in former:
-        assert name in study_mod.__all__
-        home = next(m for m in (spec, objective, callbacks, runner) if name in m.__all__)
-        assert getattr(study_mod, name) is getattr(home, name)
-
-
 def test_several_pairs_aggregate_as_the_objectives_say() -> None:
     worst = {"objectives": ["throughput_tok_s", "ttft_s"], "aggregate": "worst"}
     objective = DseObjective.from_objects(pairs=[("m1", "w1"), ("m2", "w2")], search_space=SPACE, pruner=False,

@@ -50,7 +50,8 @@ def study_dir(tmp_path_factory) -> Path:
     doc["budget"] = {"n_trials": 16}
     doc.pop("simulate", None)
     (d / "quickstart.yaml").write_text(yaml.safe_dump(doc))
-    from hydra_opt.dse.study import RunOptions, load_study_spec, run_study
+    from hydra_opt.dse.runner import RunOptions, run_study
+    from hydra_opt.dse.spec import load_study_spec
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hydra_opt.config import ConfigError, Node
-from hydra_opt.dse.objectives import METRICS, aggregate, load_objectives, parse_objectives
+from hydra_opt.evaluate.objectives import METRICS, aggregate, load_objectives, parse_objectives
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,7 +117,7 @@ def test_exhaustive_tables_and_recovery() -> None:
     scr = run_exhaustive(designs, [("m", "w")], spec, FakeEvaluator(), simulate=f"front:{k}")
     picked = np.flatnonzero(np.isfinite(scr.sim["throughput_tok_s"]))
     est = np.column_stack([scr.est["throughput_tok_s"], scr.est["ttft_s"]])
-    from hydra_opt.dse.report import pareto_mask
+    from hydra_opt.evaluate.front import pareto_mask
 
     feas = np.flatnonzero(scr.feasible)
     front = set(feas[pareto_mask(est[feas], [True, False])])

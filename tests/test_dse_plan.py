@@ -13,7 +13,8 @@ import yaml
 from hydra_opt.dse.objective import trial_design
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.plan import calibrated_values, design_features, front_phase_size, plan_next, spread_order
-from hydra_opt.dse.study import RunOptions, load_study_spec, run_study
+from hydra_opt.dse.runner import RunOptions, run_study
+from hydra_opt.dse.spec import load_study_spec
 
 from test_dse_study import SPACE, _journal
 

@@ -20,7 +20,8 @@ def test_real_study_values_reproduce_with_simulate(tmp_path: Path) -> None:
     from optuna.trial import TrialState
 
     from hydra_opt.dse.report import export_design
-    from hydra_opt.dse.study import RunOptions, load_study_spec, run_study
+    from hydra_opt.dse.runner import RunOptions, run_study
+    from hydra_opt.dse.spec import load_study_spec
     from hydra_opt.evaluate import simulate
     from hydra_opt.system.design import load_design
 

@@ -14,10 +14,12 @@ from optuna.trial import TrialState
 
 from hydra_opt.dse.objective import trial_design
 from hydra_opt.config import ConfigError
-from hydra_opt.dse.report import front_rows, hypervolume_2d, select_bstar_mt, write_report, export_design
+from hydra_opt.dse.report import front_rows, write_report, export_design
+from hydra_opt.evaluate.front import hypervolume_2d, select_bstar_mt
 from hydra_opt.dse.samplers import worker_seed
 from hydra_opt.dse.storages import redact_url
-from hydra_opt.dse.study import RunOptions, load_study_spec, run_study
+from hydra_opt.dse.runner import RunOptions, run_study
+from hydra_opt.dse.spec import load_study_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent

@@ -133,7 +133,7 @@ def _yaml(path: str) -> dict:
 
 READERS = {
     "space": ("hydra_opt.dse.search_space", "load_search_space", _yaml("search_spaces/quickstart.yaml")),
-    "objectives": ("hydra_opt.dse.objectives", "load_objectives", _yaml("objectives/throughput_ttft.yaml")),
+    "objectives": ("hydra_opt.evaluate.objectives", "load_objectives", _yaml("objectives/throughput_ttft.yaml")),
     "design": ("hydra_opt.system.design", "load_design",
                _yaml("studies/designs/fig10-nemotron-h-4b-chat-bstar-rr.yaml")),
     "workload": ("hydra_opt.workload.workload", "load_workload", _yaml("studies/workloads/quickstart-chat.yaml")),

@@ -171,7 +171,7 @@ def test_rdb_urls_without_driver_use_an_installed_one() -> None:
 
 @pytest.mark.parametrize("name", ["../../escape", "a/../../b", "..", "/etc/cron.d/x"])
 def test_study_name_cannot_move_the_artifact_folder(name: str, tmp_path: Path) -> None:
-    from hydra_opt.dse.study import load_study_spec
+    from hydra_opt.dse.spec import load_study_spec
 
     doc = yaml.safe_load((CORPUS / "valid.yaml").read_text())
     doc.pop("artifacts")  # default folder: artifacts/<name> next to the study

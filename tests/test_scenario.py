@@ -18,8 +18,8 @@ import yaml
 
 from hydra_opt.cli.main import main
 from hydra_opt.config import ConfigError
-from hydra_opt.dse.evaluators import HydraEvaluator
 from hydra_opt.evaluate import Scenario
+from hydra_opt.evaluate.evaluators import HydraEvaluator
 from hydra_opt.system.design import load_design
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,8 @@ def test_study_trial_gives_both_evaluators_the_same_scenario(tmp_path: Path, mon
     import hydra_opt.evaluate as ev_mod
     import hydra_opt.evaluate.estimator as est_mod
     from hydra_opt.dse.storages import sqlite_url_for
-    from hydra_opt.dse.study import RunOptions, load_study_spec, run_study
+    from hydra_opt.dse.runner import RunOptions, run_study
+    from hydra_opt.dse.spec import load_study_spec
 
     seen: dict[str, list] = {"estimate": [], "simulate": []}
     real_est, real_sim = est_mod.estimate, ev_mod.simulate

@@ -21,10 +21,11 @@ import yaml
 
 from hydra_opt.dse.objective import trial_design
 from hydra_opt.cli.main import main
-from hydra_opt.dse.evaluators import HydraEvaluator
+from hydra_opt.evaluate.evaluators import HydraEvaluator
 from hydra_opt.hardware.dynacore.accuracy import design_accuracy_cost, pair_accuracy_cost
 from hydra_opt.dse.storages import sqlite_url_for
-from hydra_opt.dse.study import RunOptions, StudySpec, load_study_spec, run_study
+from hydra_opt.dse.runner import RunOptions, run_study
+from hydra_opt.dse.spec import StudySpec, load_study_spec
 from hydra_opt.system.design import DesignPoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +88,7 @@ def test_shipped_study_validates_and_runs_tiny(path: Path, tmp_path: Path) -> No
     assert simulated >= 1, f"{path.name}: no trial reached the simulator"
 
 
-# -- the accuracy-cost objective (DynaCore Sec. 8.2 table, hydra_opt.dse.evaluators) ----------------------------
+# -- the accuracy-cost objective (DynaCore Sec. 8.2 table, hydra_opt.evaluate.evaluators) ----------------------------
 @pytest.mark.parametrize(
     "prefill,decode,want",
     [
@@ -130,7 +131,7 @@ def test_design_accuracy_cost_takes_the_worst_prefill_decode_pair() -> None:
 
 
 def test_evaluator_metrics_carry_accuracy_cost_with_the_forced_precision() -> None:
-    from hydra_opt.dse.evaluators import _metrics_of
+    from hydra_opt.evaluate.evaluators import _metrics_of
 
     d = _design({"tscs_p": 4, "tscs_d": 8}, precision="fp16")
     assert _metrics_of({"throughput_tok_s": 1.0}, d)["accuracy_cost"] == 0.0

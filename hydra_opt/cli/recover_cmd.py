@@ -53,7 +53,7 @@ def _number(value: str, key: str, lo: float, hi: float) -> float:
 def run(args: argparse.Namespace) -> int:
     from hydra_opt.dse.fault import find_stale_trials, last_alive_s, recover_stale_trials
     from hydra_opt.dse.storages import check_url, redact_url
-    from hydra_opt.dse.study import load_study_by_name
+    from hydra_opt.dse.runner import load_study_by_name
 
     older = _number(args.older_than, "--older-than", 0.0, 1e8)
     max_retry = int(_number(args.max_retry, "--max-retry", 0, 1000))

@@ -83,7 +83,8 @@ def _check_out(out: Path, *, yaml_file: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     from hydra_opt.dse.report import export_design, format_front_table, reasons_lines, write_report
     from hydra_opt.dse.storages import check_url, redact_url
-    from hydra_opt.dse.study import load_study_spec, load_study_by_name
+    from hydra_opt.dse.runner import load_study_by_name
+    from hydra_opt.dse.spec import load_study_spec
 
     if getattr(args, "reproduce", False):
         return _run_reproduce(args)

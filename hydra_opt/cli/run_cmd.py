@@ -149,7 +149,7 @@ class _Progress:
         """A trial of this process finished (COMPLETE or PRUNED)."""
         if self.quiet or number in self.counted:
             return
-        from hydra_opt.dse.study import FINISHED_STATES
+        from hydra_opt.dse.objective import FINISHED_STATES
 
         if self.bar is None:
             done = study.get_trials(deepcopy=False, states=FINISHED_STATES)
@@ -182,11 +182,13 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hydra_opt.dse.objectives import METRICS
+    from hydra_opt.evaluate.objectives import METRICS
     from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_reason
     from hydra_opt.dse.report import format_front_table, publish_to_dashboard
     from hydra_opt.dse.storages import redact_url
-    from hydra_opt.dse.study import FINISHED_STATES, RunOptions, load_study_spec, run_study
+    from hydra_opt.dse.objective import FINISHED_STATES
+    from hydra_opt.dse.runner import RunOptions, run_study
+    from hydra_opt.dse.spec import load_study_spec
 
     n_trials = _int_arg(args.n_trials, "--n-trials", 1, 10**7)
     timeout = _float_arg(args.timeout, "--timeout")

@@ -31,8 +31,8 @@ KINDS: dict[str, str] = {
     "chiplet_library": "hydra_opt.hardware.chiplets:validate_library_file",
     "memory": "hydra_opt.hardware.memory:validate_memory_file",
     "search_space": "hydra_opt.dse.search_space:load_search_space",
-    "objective": "hydra_opt.dse.objectives:load_objectives",
-    "study": "hydra_opt.dse.study:load_study_spec",
+    "objective": "hydra_opt.evaluate.objectives:load_objectives",
+    "study": "hydra_opt.dse.spec:load_study_spec",
     "model": "hydra_opt.workload.models:load_model",
     "workload": "hydra_opt.workload.workload:load_workload",
 }

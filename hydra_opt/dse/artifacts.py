@@ -23,7 +23,7 @@ from typing import Any
 import optuna
 import yaml
 
-from hydra_opt.dse.evaluators import SimOutcome
+from hydra_opt.evaluate.evaluators import SimOutcome
 
 __all__ = ["upload_trial_artifacts", "write_design_yaml", "safe_name", "pair_label"]
 

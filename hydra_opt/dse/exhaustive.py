@@ -26,11 +26,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hydra_opt.config import ConfigError
 from hydra_opt.dse import sweep
-from hydra_opt.dse.evaluators import Evaluator
-from hydra_opt.dse.objectives import ObjectiveSpec
-from hydra_opt.dse.report import hypervolume_2d, pareto_mask, select_bstar_mt
 from hydra_opt.dse.search_space import design_key
 from hydra_opt.dse.storages import StorageOptions
+from hydra_opt.evaluate.evaluators import Evaluator
+from hydra_opt.evaluate.front import front_ranks, hypervolume_2d, pareto_mask, select_bstar_mt
+from hydra_opt.evaluate.objectives import ObjectiveSpec
 
 if TYPE_CHECKING:
     from hydra_opt.dse.spec import StudySpec
@@ -312,22 +312,12 @@ def _run_plan(designs, idx, est, feasible, pairs, objectives, evaluator, k, sim_
 def screen(est: Mapping[str, np.ndarray], objectives: ObjectiveSpec, idx: np.ndarray, k: int) -> np.ndarray:
     """The ``k`` feasible designs nearest the *estimated* front (HYDRA §VI-B: simulate the estimator's Pareto
     candidates): by non-dominated rank, then by the first objective (best first); returned sorted by index."""
-    from hydra_opt.dse.pruner import _front_mask
-
     names = [m.name for m in objectives.metrics]
     pts = np.column_stack([est[m][idx] for m in names])
     sign = np.array([-1.0 if m.direction == "maximize" else 1.0 for m in objectives.metrics])
     pts = pts * sign
     finite = np.all(np.isfinite(pts), axis=1)
-    rank = np.full(len(idx), np.iinfo(np.int64).max)
-    alive = finite.copy()
-    r = 0
-    while alive.any():
-        sub = np.flatnonzero(alive)
-        front = _front_mask(pts[sub])
-        rank[sub[front]] = r
-        alive[sub[front]] = False
-        r += 1
+    rank = front_ranks(pts, alive=finite)
     order = np.lexsort((pts[:, 0], rank))
     order = order[finite[order]][:k]
     return np.sort(idx[order])

@@ -34,14 +34,14 @@ import optuna
 from optuna.trial import TrialState
 
 from hydra_opt.config import ConfigError, Node
-from hydra_opt.dse.evaluators import Evaluator
-from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 from hydra_opt.dse.pruner import Promotion, PromotionPruner
 from hydra_opt.dse.reasons import PROMOTION_TEXT, note_markdown, save_trial_note
 from hydra_opt.dse.samplers import CONSTRAINTS_ATTR
 from hydra_opt.dse.search_space import SearchSpace, load_search_space
 from hydra_opt.dse.spec import PrunerSpec, StudySpec, design_key, load_study_spec
 from hydra_opt.dse.trial_design import DESIGN_ATTR, design_label, trial_design
+from hydra_opt.evaluate.evaluators import Evaluator
+from hydra_opt.evaluate.objectives import DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 
 __all__ = ["DseObjective", "TrialReport", "BudgetReached", "FINISHED_STATES", "PLAN_ATTR", "DESIGN_ATTR", "trial_design"]
 
@@ -183,14 +183,14 @@ class DseObjective:
                 schema (``docs/dse.md``; ``kind`` may be omitted), or a search-space file.
             pairs: Several (model, workload) pairs instead of ``model`` and ``workload``; values aggregate over
                 them as ``objectives`` says.
-            objectives: An :class:`~hydra_opt.dse.objectives.ObjectiveSpec`, metric names from
-                :data:`~hydra_opt.dse.objectives.METRICS` (``["throughput_tok_s", "ttft_s"]``), an objectives
+            objectives: An :class:`~hydra_opt.evaluate.objectives.ObjectiveSpec`, metric names from
+                :data:`~hydra_opt.evaluate.objectives.METRICS` (``["throughput_tok_s", "ttft_s"]``), an objectives
                 mapping in the YAML schema, or an objectives file.
             pruner: Promotion to simulation: True (default settings, as a study file without ``pruner:``), a
                 :class:`~hydra_opt.dse.pruner.PromotionPruner` (its metrics must be the objectives' and its
                 prefix ``"est_"``), or False (simulate every feasible trial).
             estimate_options: ``EstimatorOptions`` or an ``estimate:`` mapping (None: defaults; see
-                :class:`~hydra_opt.dse.evaluators.HydraEvaluator`).
+                :class:`~hydra_opt.evaluate.evaluators.HydraEvaluator`).
             simulate_options: ``SimOptions`` or a ``simulate:`` mapping (None: defaults).
             scenario: The run both evaluators describe: a ``hydra_opt.evaluate.Scenario`` or a ``scenario:``
                 mapping (``preset: paper`` allowed; None: the defaults).

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from hydra_opt.evaluate.front import front_ranks
+
 __all__ = ["PLANS", "design_features", "front_phase_size", "plan_next", "calibrated_values"]
 
 #: Simulation plans. ``greedy`` = promote as the pruner decides until the cap; ``calibrated`` (a study's ``auto``
@@ -76,26 +78,6 @@ def design_features(designs: Sequence[Mapping[str, Any]]) -> np.ndarray:
     lo, hi = x.min(axis=0), x.max(axis=0)
     keep = hi > lo
     return (x[:, keep] - lo[keep]) / (hi[keep] - lo[keep])
-
-
-def _front_mask(points: np.ndarray) -> np.ndarray:
-    from hydra_opt.dse.pruner import _front_mask as fm
-
-    return fm(points)
-
-
-def _ranks(points: np.ndarray, max_rank: int) -> np.ndarray:
-    """Non-dominated rank of each row (minimisation), capped at ``max_rank``."""
-    rank = np.full(len(points), max_rank)
-    alive = np.ones(len(points), dtype=bool)
-    for r in range(max_rank):
-        if not alive.any():
-            break
-        sub = np.flatnonzero(alive)
-        front = _front_mask(points[sub])
-        rank[sub[front]] = r
-        alive[sub[front]] = False
-    return rank
 
 
 def spread_order(points: np.ndarray) -> list[int]:
@@ -161,7 +143,7 @@ def plan_next(
     sign = np.array([-1.0 if mx else 1.0 for mx in maximize])
     pts = est * sign
     if done.sum() < front_phase_size(n_budget):
-        front = np.flatnonzero(_ranks(pts, k_ranks) < k_ranks)
+        front = np.flatnonzero(front_ranks(pts, k_ranks) < k_ranks)
         for j in spread_order(pts[front]):
             if not done[front[j]]:
                 return int(front[j]), "plan-front"

@@ -2,7 +2,7 @@
 
 HYDRA §VI-B uses its fast estimator to find *candidate* Pareto-optimal designs and only simulates those. Here every
 trial is first estimated; the estimates are stored as user attributes ``est_<metric>`` (see
-:mod:`hydra_opt.dse.objectives`). :class:`PromotionPruner` then decides from the estimates of *all trials in the
+:mod:`hydra_opt.evaluate.objectives`). :class:`PromotionPruner` then decides from the estimates of *all trials in the
 storage* — so it works unchanged across distributed workers — whether the trial is promoted to simulation
 (``prune`` returns False) or ends PRUNED with its estimates kept (``prune`` returns True).
 
@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import optuna
 from optuna.study import StudyDirection
+
+from hydra_opt.evaluate.front import pareto_mask
 
 __all__ = [
     "PromotionPruner",
@@ -94,19 +96,6 @@ def dominated_by_any(point: np.ndarray, others: np.ndarray) -> bool:
     return bool(np.any(le & lt))
 
 
-def _front_mask(points: np.ndarray) -> np.ndarray:
-    """Mask of the non-dominated rows of ``points`` (minimisation)."""
-    n = len(points)
-    mask = np.ones(n, dtype=bool)
-    chunk = 512
-    for s in range(0, n, chunk):
-        blk = points[s : s + chunk]
-        le = np.all(points[None, :, :] <= blk[:, None, :], axis=2)
-        lt = np.any(points[None, :, :] < blk[:, None, :], axis=2)
-        mask[s : s + chunk] = ~np.any(le & lt, axis=1)
-    return mask
-
-
 def nondominated_rank(points: np.ndarray, index: int, max_rank: int) -> int:
     """Non-dominated rank of row ``index`` (0 = front), or ``max_rank`` when it is ``max_rank`` or worse.
 
@@ -117,7 +106,7 @@ def nondominated_rank(points: np.ndarray, index: int, max_rank: int) -> int:
     alive = np.ones(len(points), dtype=bool)
     for r in range(max_rank):
         idx = np.flatnonzero(alive)
-        front = _front_mask(points[idx])
+        front = pareto_mask(points[idx])
         if front[np.searchsorted(idx, index)]:
             return r
         alive[idx[front]] = False

@@ -28,13 +28,11 @@ from optuna.trial import FrozenTrial, TrialState
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.reasons import count_reasons, format_reasons, trial_infeasible, trial_reason
 from hydra_opt.dse.trial_design import design_label, trial_design
+from hydra_opt.evaluate.front import pareto_mask, select_bstar_mt
 
 __all__ = [
     "FrontRow",
     "front_rows",
-    "pareto_mask",
-    "select_bstar_mt",
-    "hypervolume_2d",
     "format_front_table",
     "write_report",
     "export_design",
@@ -48,54 +46,6 @@ __all__ = [
     "DASHBOARD_PLOT_ID",
     "LOG_AXIS_RATIO",
 ]
-
-
-def pareto_mask(points: np.ndarray, maximize: Sequence[bool]) -> np.ndarray:
-    """Mask of non-dominated rows (duplicates of a front point are all kept)."""
-    if len(points) == 0:
-        return np.zeros(0, dtype=bool)
-    sign = np.where(np.asarray(maximize), -1.0, 1.0)
-    p = np.asarray(points, dtype=float) * sign
-    le = np.all(p[None, :, :] <= p[:, None, :], axis=2)
-    lt = np.any(p[None, :, :] < p[:, None, :], axis=2)
-    return ~np.any(le & lt, axis=1)
-
-
-def select_bstar_mt(tp: np.ndarray, ttft: np.ndarray, front: np.ndarray, average_tp: float | None = None) -> tuple[int, int]:
-    """Indices (into the arrays) of B* and M_T; ``front`` is a boolean mask; ``average_tp`` defaults to mean(tp)."""
-    idx = np.flatnonzero(front)
-    if idx.size == 0:
-        return -1, -1
-    mt = int(idx[np.argmax(tp[idx])])
-    avg = float(np.mean(tp)) if average_tp is None else average_tp
-    above = idx[tp[idx] > avg]
-    pool = above if above.size else idx
-    ratio = tp[pool] / np.maximum(ttft[pool], 1e-30)
-    bstar = int(pool[np.argmax(ratio)])
-    return bstar, mt
-
-
-def hypervolume_2d(points: np.ndarray, reference: Sequence[float], maximize: Sequence[bool]) -> float:
-    """Hypervolume of 2-D points w.r.t. ``reference`` (area dominated by the points and bounded by it)."""
-    sign = np.where(np.asarray(maximize), -1.0, 1.0)
-    p = np.asarray(points, dtype=float).reshape(-1, 2) * sign
-    r = np.asarray(reference, dtype=float) * sign
-    p = p[np.all(p < r, axis=1)]
-    if len(p) == 0:
-        return 0.0
-    p = p[np.argsort(p[:, 0], kind="stable")]
-    # Minimisation orientation: sweep by x ascending, keep the staircase of strictly improving y.
-    stair = []
-    best_y = r[1]
-    for x, y in p:
-        if y < best_y:
-            stair.append((x, y))
-            best_y = y
-    hv = 0.0
-    for i, (x, y) in enumerate(stair):
-        x_next = stair[i + 1][0] if i + 1 < len(stair) else r[0]
-        hv += (x_next - x) * (r[1] - y)
-    return float(hv)
 
 
 @dataclass

@@ -22,11 +22,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hydra_opt.config import ConfigError
 from hydra_opt.dse.callbacks import budget_callback, plan_callback, revisit_callback
-from hydra_opt.dse.evaluators import Evaluator
 from hydra_opt.dse.exhaustive import prepare_sweep, run_sweep_worker
 from hydra_opt.dse.objective import FINISHED_STATES, BudgetReached, DseObjective, TrialReport
 from hydra_opt.dse.samplers import make_sampler, worker_seed
 from hydra_opt.dse.spec import StudySpec, content_digest, load_study_spec, output_dir_problem
+from hydra_opt.evaluate.evaluators import Evaluator
 from hydra_opt.dse.storages import (
     StorageOptions,
     check_url,

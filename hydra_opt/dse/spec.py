@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from hydra_opt.config import ConfigError, Node, load_yaml
-from hydra_opt.dse.evaluators import Evaluator, HydraEvaluator
-from hydra_opt.dse.objectives import SLO_METRICS, DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 from hydra_opt.dse.plan import PLANS
 from hydra_opt.dse.samplers import SamplerSpec
 from hydra_opt.dse.search_space import SearchSpace, design_key, load_search_space, parse_search_space
 from hydra_opt.dse.storages import check_url, sqlite_url_for
 from hydra_opt.dse.sweep import SweepSpec, parse_sweep
+from hydra_opt.evaluate.evaluators import Evaluator, HydraEvaluator
+from hydra_opt.evaluate.objectives import SLO_METRICS, DEFAULT_OBJECTIVES, ObjectiveSpec, load_objectives, parse_objectives
 
 __all__ = [
     "StudySpec",
@@ -153,7 +153,7 @@ class StudySpec:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def make_evaluator(self) -> Evaluator:
-        """The evaluator named by ``evaluator`` (default :class:`~hydra_opt.dse.evaluators.HydraEvaluator`)."""
+        """The evaluator named by ``evaluator`` (default :class:`~hydra_opt.evaluate.evaluators.HydraEvaluator`)."""
         if not self.evaluator:
             obj = self.objectives
             return HydraEvaluator(self.estimate_options, self.simulate_options, file=self.file,
@@ -217,11 +217,6 @@ def content_digest(objects: Any) -> str:
 
     walk(objects, 0)
     return h.hexdigest()[:16]
-
-
-def design_key(design: Mapping[str, Any]) -> str:
-    """A short stable hash of a design dict (identical designs share it)."""
-    return hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _ref_label(ref: Any) -> str:
@@ -325,7 +320,7 @@ def parse_study_spec(root: Node) -> StudySpec:
          "scenario", "design_overrides", "evaluator", "exhaustive"]
     )
     if not evaluator:  # the real evaluator's run description: checked here, so `validate` reports it too
-        from hydra_opt.dse.evaluators import resolve_run
+        from hydra_opt.evaluate.evaluators import resolve_run
 
         resolve_run(scenario, sim_opts or None, est_opts, overrides, file=root.file)
     return StudySpec(

@@ -44,11 +44,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hydra_opt.config import Node
 from hydra_opt.dse import fault
-from hydra_opt.dse.evaluators import Evaluator
-from hydra_opt.dse.objectives import ObjectiveSpec
 from hydra_opt.dse.samplers import CONSTRAINTS_ATTR
 from hydra_opt.dse.search_space import design_key
 from hydra_opt.dse.storages import StorageOptions, make_storage
+from hydra_opt.evaluate.evaluators import Evaluator
+from hydra_opt.evaluate.objectives import ObjectiveSpec
 
 __all__ = [
     "DUPLICATE_ATTR",

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from hydra_opt.evaluate.front import pareto_mask
 from hydra_opt.experiments.common import Row, Section
 from hydra_opt.experiments.paths import ExperimentPaths
 
@@ -72,29 +73,12 @@ def design_accuracy_cost(design: dict[str, Any]) -> float:
     return max(costs) if costs else 0.0
 
 
-def pareto_mask(values: np.ndarray, maximize: tuple[bool, ...]) -> np.ndarray:
-    """Non-dominated rows of ``values`` (n × k); ``maximize[j]`` says the direction of column j."""
-    v = np.asarray(values, dtype=float).copy()
-    for j, mx in enumerate(maximize):
-        if mx:
-            v[:, j] = -v[:, j]  # minimise everything
-    n = v.shape[0]
-    keep = np.ones(n, dtype=bool)
-    for i in range(n):
-        if not keep[i]:
-            continue
-        dom = np.all(v <= v[i], axis=1) & np.any(v < v[i], axis=1)
-        if dom.any():
-            keep[i] = False
-    return keep
-
-
 def run(quick: bool, fig_dir: Path, seed: int = 0, *, paths: ExperimentPaths | None = None) -> Section:
     """Run the mixed TSTC/DynaCore package study (space :data:`SPACE_FILE` of ``paths``' checkout); a scatter PNG
     goes to ``fig_dir``."""
     import optuna
 
-    from hydra_opt.dse.evaluators import HydraEvaluator
+    from hydra_opt.evaluate.evaluators import HydraEvaluator
     from hydra_opt.dse.search_space import load_search_space
 
     t0 = time.perf_counter()

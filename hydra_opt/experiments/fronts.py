@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hydra_opt.dse.report import pareto_mask, select_bstar_mt
+from hydra_opt.evaluate.front import pareto_mask, select_bstar_mt
 from hydra_opt.experiments._hydra_sims import disk_cached
 
 __all__ = [
@@ -67,7 +67,7 @@ def front_mask(tp: Sequence[float], ttft: Sequence[float]) -> np.ndarray:
 
 def bstar_mt(tp: Sequence[float], ttft: Sequence[float], mask: np.ndarray | None = None,
              average_tp: float | None = None) -> tuple[int, int]:
-    """Indices of B* and M_T (HYDRA §VI-B; ``hydra_opt.dse.report.select_bstar_mt``).
+    """Indices of B* and M_T (HYDRA §VI-B; ``hydra_opt.evaluate.front.select_bstar_mt``).
 
     M_T = the front design with the highest throughput; B* = among front designs whose throughput exceeds
     ``average_tp`` (default: the mean throughput of the designs that served tokens), the highest throughput/TTFT.
@@ -224,7 +224,7 @@ _SIM_CACHE: dict[tuple[str, str, str, str, int], tuple[dict[str, float], float]]
 
 def simulate_cached(evaluator: Any, design: Mapping[str, Any], model: str, workload: str, *,
                     seed: int = 0) -> tuple[dict[str, float], float]:
-    """Simulate ``design`` with ``evaluator`` (a :class:`hydra_opt.dse.evaluators.HydraEvaluator`) once per process.
+    """Simulate ``design`` with ``evaluator`` (a :class:`hydra_opt.evaluate.evaluators.HydraEvaluator`) once per process.
 
     Experiments that run in the same process (Fig. 8 and Table V share the Llama-3 chat setting in quick mode)
     reuse each other's simulations; the wall time returned is the original simulation's, s.

@@ -93,7 +93,7 @@ _MODEL_LABEL = {"llama3": "Llama-3", "mamba2": "Mamba-2", "nemotron_h": "Nemotro
 def _evaluator(spec: Any, horizon_s: float, **sim_over: Any) -> Any:
     """The study's evaluator with the horizon (and ``sim_over``) overridden (estimator window = whole run, as the
     paper preset)."""
-    from hydra_opt.dse.evaluators import HydraEvaluator
+    from hydra_opt.evaluate.evaluators import HydraEvaluator
 
     scn = {**(spec.scenario or {}), "horizon_s": float(horizon_s)}
     sim = {**(spec.simulate_options or {}), **sim_over}
@@ -170,7 +170,7 @@ def run_workload(model_key: str, workload: str, *, screen: int | None, n_strat: 
                  seed: int = 0, log=print, paths: ExperimentPaths | None = None) -> WorkloadResult:
     """Screen, select, simulate one (model, workload) pair (module docstring, steps 1–2)."""
     from hydra_opt.dse.exhaustive import run_exhaustive
-    from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
+    from hydra_opt.evaluate.objectives import DEFAULT_OBJECTIVES
     from hydra_opt.dse.spec import load_study_spec
 
     spec = load_study_spec(study_file(model_key, paths))

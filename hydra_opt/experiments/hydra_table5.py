@@ -60,7 +60,7 @@ PAPER_CORES = 64
 
 
 class CachedEvaluator:
-    """Delegates to a :class:`~hydra_opt.dse.evaluators.HydraEvaluator`; simulations come from the in-process
+    """Delegates to a :class:`~hydra_opt.evaluate.evaluators.HydraEvaluator`; simulations come from the in-process
     cache (filled by the exhaustive pass) and their original wall time is charged to ``charged_wall_s``."""
 
     def __init__(self, inner: Any, model: str, workload: str) -> None:
@@ -88,7 +88,7 @@ class CachedEvaluator:
         return self.inner.estimate_many(designs, model, workload)
 
     def simulate(self, design, model, workload, *, seed):
-        from hydra_opt.dse.evaluators import SimOutcome
+        from hydra_opt.evaluate.evaluators import SimOutcome
 
         d = design.to_dict() if hasattr(design, "to_dict") else dict(design)
         metrics, wall = simulate_cached(self.inner, _design_dict(d), self.model_name, self.workload_name, seed=seed)
@@ -129,9 +129,9 @@ def run(quick: bool, fig_dir: Path, seed: int = 0, *, log=print, study: str | Pa
     """Run the Table V reproduction on the quick or full study file of ``paths``' checkout (or ``study``)."""
     import optuna
 
-    from hydra_opt.dse.evaluators import HydraEvaluator
+    from hydra_opt.evaluate.evaluators import HydraEvaluator
     from hydra_opt.dse.exhaustive import run_exhaustive
-    from hydra_opt.dse.objectives import DEFAULT_OBJECTIVES
+    from hydra_opt.evaluate.objectives import DEFAULT_OBJECTIVES
     from hydra_opt.dse.runner import RunOptions, run_study
     from hydra_opt.dse.spec import load_study_spec
     from hydra_opt.evaluate.estimator import roofline_estimate

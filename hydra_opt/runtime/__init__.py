@@ -1,33 +1,11 @@
-"""runtime layer."""
+"""runtime layer: batching (static, continuous, chunked prefill; paged memory), the Ω task mapping and the task
+schedulers. The package exports the public names of its modules (each module's ``__all__`` is the one list)."""
 
 from __future__ import annotations
-from hydra_opt.runtime.batching import ContinuousBatcher, PagedMemory, StaticBatcher
-from hydra_opt.runtime.mapping import Mapping, map_tasks, round_robin_mapping, spatial_pipeline_mapping
-from hydra_opt.runtime.scheduling import (
-    SCHEDULERS,
-    ChipletView,
-    ElasticScheduler,
-    FcfsScheduler,
-    StaticScheduler,
-    TaskScheduler,
-    WorkStealingScheduler,
-    make_scheduler,
-)
 
-__all__: list[str] = [
-    "map_tasks",
-    "Mapping",
-    "round_robin_mapping",
-    "spatial_pipeline_mapping",
-    "PagedMemory",
-    "StaticBatcher",
-    "ContinuousBatcher",
-    "SCHEDULERS",
-    "ChipletView",
-    "TaskScheduler",
-    "StaticScheduler",
-    "FcfsScheduler",
-    "WorkStealingScheduler",
-    "ElasticScheduler",
-    "make_scheduler",
-]
+from hydra_opt.runtime import batching, mapping, scheduling
+from hydra_opt.runtime.batching import *  # noqa: F403
+from hydra_opt.runtime.mapping import *  # noqa: F403
+from hydra_opt.runtime.scheduling import *  # noqa: F403
+
+__all__: list[str] = [*batching.__all__, *mapping.__all__, *scheduling.__all__]

@@ -118,6 +118,12 @@ class Layer:
         """Linear coefficients ``(len(COST_FIELDS), len(AGG_NAMES))`` of one pass (see module docstring)."""
         raise NotImplementedError
 
+    def _weight_read(self, precision: Precision) -> _Coeffs:
+        """A coefficient accumulator holding the pass's weight read: every pass reads all :meth:`params`."""
+        k = _Coeffs()
+        k.add("weight_bytes", ONE, self.params() * precision.weight_bytes)
+        return k
+
     def gemms(self, ctx: np.ndarray, new: np.ndarray) -> list[Gemm]:
         """GEMMs of one pass over the batch (weight GEMMs with ``m = Σq``)."""
         return []
@@ -171,10 +177,9 @@ class AttentionLayer(Layer):
 
     def coeffs(self, precision: Precision) -> np.ndarray:
         ab, kb = precision.act_bytes, precision.kv_bytes
-        k = _Coeffs()
+        k = self._weight_read(precision)
         w, d, h, dh = self.in_width, self.hidden, self.heads, self.head_dim
         qkv, attn_out = self.qkv_width, h * dh
-        k.add("weight_bytes", ONE, self.params() * precision.weight_bytes)
         # Projections (per token) and the causal score/value products (per query-key pair and head).
         k.add("macs", Q, w * qkv + attn_out * d)
         for agg, factor in ((QC, 1.0), (Q2, 0.5), (Q, 0.5)):
@@ -253,9 +258,8 @@ class MLPLayer(Layer):
 
     def coeffs(self, precision: Precision) -> np.ndarray:
         ab = precision.act_bytes
-        k = _Coeffs()
+        k = self._weight_read(precision)
         d, i, up = self.hidden, self.intermediate, self._up
-        k.add("weight_bytes", ONE, self.params() * precision.weight_bytes)
         k.add("macs", Q, d * up + i * d + self._lora())
         _norm_residual(k, d, d, ab)
         k.add("vec_ops", Q, (i if self.gated else 0) + (up if self.lora_rank else 0))
@@ -304,9 +308,8 @@ class MoELayer(Layer):
 
     def coeffs(self, precision: Precision) -> np.ndarray:
         ab = precision.act_bytes
-        k = _Coeffs()
+        k = self._weight_read(precision)
         d, i, e, tk, up = self.hidden, self.intermediate, self.experts, self.top_k, self._up
-        k.add("weight_bytes", ONE, self.params() * precision.weight_bytes)
         k.add("macs", Q, d * e + tk * self._expert_params())
         _norm_residual(k, d, d, ab)
         # router softmax (per expert), gate multiply, weighted combination of the top-k outputs
@@ -380,9 +383,8 @@ class Mamba2Layer(Layer):
 
     def coeffs(self, precision: Precision) -> np.ndarray:
         ab = precision.act_bytes
-        k = _Coeffs()
+        k = self._weight_read(precision)
         d, di, nh, n, cv = self.hidden, self.di, self.num_heads, self.d_state, self.conv
-        k.add("weight_bytes", ONE, self.params() * precision.weight_bytes)
         k.add("macs", Q, d * self.proj + di * d)
         _norm_residual(k, d, d, ab)
         scan = 4 * di * n  # state: dA·h + (dt·x)·B (3 ops), output C·h (1 op) per channel and state element
@@ -430,9 +432,8 @@ class Mamba1Layer(Layer):
 
     def coeffs(self, precision: Precision) -> np.ndarray:
         ab = precision.act_bytes
-        k = _Coeffs()
+        k = self._weight_read(precision)
         d, di, n, r = self.hidden, self.d_inner, self.d_state, self.rank
-        k.add("weight_bytes", ONE, self.params() * precision.weight_bytes)
         k.add("macs", Q, d * 2 * di + di * (r + 2 * n) + r * di + di * d)
         _norm_residual(k, d, d, ab)
         k.add("vec_ops", Q, di * self.d_conv + di + di + di * n + 4 * di * n + 3 * di)
@@ -471,8 +472,7 @@ class LinearLayer(Layer):
         return self.in_features * self.out_features
 
     def coeffs(self, precision: Precision) -> np.ndarray:
-        k = _Coeffs()
-        k.add("weight_bytes", ONE, self.params() * precision.weight_bytes)
+        k = self._weight_read(precision)
         k.add("macs", Q, self.params())
         k.add("act_bytes", Q, precision.act_bytes * (self.in_features + self.out_features))
         return k.m
@@ -532,9 +532,8 @@ class LMHeadLayer(Layer):
 
     def coeffs(self, precision: Precision) -> np.ndarray:
         ab = precision.act_bytes
-        k = _Coeffs()
+        k = self._weight_read(precision)
         d, v = self.hidden, self.vocab
-        k.add("weight_bytes", ONE, self.params() * precision.weight_bytes)
         k.add("macs", N, d * v)  # one sampled position per request and pass
         k.add("vec_ops", N, _NORM_VEC * d + v)  # final norm + arg-max/sampling scan over the logits
         k.add("sfu_ops", N, 1)

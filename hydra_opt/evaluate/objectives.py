@@ -1,8 +1,10 @@
-"""Objectives: which metrics a study optimises, their directions and units, and multi-workload aggregation.
+"""Objectives: how evaluated designs are scored — the metric registry (names, directions, units), multi-workload
+aggregation, constraints, the SLO and the capacity search settings. Plain data, no Optuna: a study (``hydra_opt.dse``)
+turns an :class:`ObjectiveSpec` into directions and constraint values; the experiments and the evaluator read it too.
 
 An ``objectives/*.yaml`` file lists metrics from :data:`METRICS` (default: maximise throughput, minimise mean
 TTFT, HYDRA §VI-B), how to aggregate a design's values over several (model, workload) pairs, and optional
-constraints on the aggregated metrics (e.g. a TTFT SLO) that become Optuna constraints.
+constraints on the aggregated metrics (e.g. a TTFT SLO) that a study records as Optuna constraints.
 
 Multi-workload aggregation (HYDRA §VI-C, Table IV): the paper normalises each workload's value to that workload's
 specialised optimum and looks at the worst case and the average. ``geomean`` (default) is invariant to per-workload
@@ -16,8 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-import optuna
 
 from hydra_opt.config import Node, load_yaml
 from hydra_opt.evaluate.slo import DEFAULT_SLO, Slo, slo_from_node
@@ -212,12 +212,6 @@ class ObjectiveSpec:
     def constraint_values(self, combined: Mapping[str, float]) -> list[float]:
         """Relative violations of the declared constraints."""
         return [c.violation(combined[c.metric.name]) for c in self.constraints]
-
-    def optuna_directions(self) -> list[optuna.study.StudyDirection]:
-        return [
-            optuna.study.StudyDirection.MAXIMIZE if d == "maximize" else optuna.study.StudyDirection.MINIMIZE
-            for d in self.directions
-        ]
 
 
 DEFAULT_OBJECTIVES = ObjectiveSpec()
