@@ -10,10 +10,8 @@ from hydra_opt.evaluate.estimator.streams import StreamInputs, StreamModel
 
 
 def _inputs(**kw) -> StreamInputs:
-    base = dict(m=4.0, b=8.0, lam_req_s=1.0, steps_mean=100.0, prompt_mean_tok=500.0,
-                tau_b_s=(0.02, 0.03, 0.04, 0.05), tau0_s=0.016, tau1_s=0.0005, pre1_sum_s=0.05,
-                pre1_s=(0.02, 0.03), pre_k_sum_s=0.2, pre_k_max_s=0.12, k_max=8.0, pre_rate_req_s=60.0,
-                chunked=False, token_budget=8192.0, chunks_mean=1.0)
+    base = dict(m=4.0, b=8.0, steps_mean=100.0, tau_b_s=(0.02, 0.03, 0.04, 0.05), tau0_s=0.016, tau1_s=0.0005,
+                pre1_s=(0.02, 0.03), pre_rate_req_s=60.0, chunked=False, chunks_mean=1.0)
     base.update(kw)
     return StreamInputs(**base)
 

@@ -573,8 +573,8 @@ def _chain(lam_u: float, mu_n: np.ndarray, n_adm: int, t_end: float, tok_per_uni
 
 
 def _stream_model(di: _Design, prep: core.Prepared, ctx: dict) -> streams.StreamModel:
-    """The two-stream model's inputs: decode-only MVA (``tau_b``, HBM-capped), prefill-only MVA at ``k_max``
-    prompts per pass."""
+    """The two-stream model's inputs: the decode-only MVA (``tau_b``, HBM-capped) and a prefill-only MVA at
+    ``k_max`` prompts per pass (the most ``max_batch`` and the token budget let one prefill pass admit)."""
     ld, m, m_max = ctx["ld"], ctx["m"], ctx["m_max"]
     st = prep.stats
     bsz = di.batch
@@ -582,23 +582,13 @@ def _stream_model(di: _Design, prep: core.Prepared, ctx: dict) -> streams.Stream
     k_max = _mn(bsz, _mx(1.0, math.floor(budget / _mx(st.prompt_mean_tok, 1.0))))
     w = (k_max - 1.0) / _mx(bsz - 1.0, 1.0)
     pre_k = [p1 + w * (pr - p1) for p1, pr in zip(ld["pre1"], ld["pre_ref"])]
-    dec_b, dec_1 = ld["dec_ref"], ld["dec1"]
     (curve_p,), _ = _mva([pre_k], m_max, (0, 0))
-    (curve_b, curve_1), _ = _mva([dec_b, dec_1], m_max, (0, 0))
     pre_rate = _interp1(m, ctx["xp"], curve_p) * k_max if di.feasible else 0.0
-    hb = di.hbm_bps / _mx(di.memb, 1e-300)
-    h1 = di.hbm_bps / _mx(di.mem1, 1e-300)
-    xp = ctx["xp"]
-    tau_b = [n / _mx(_mn(cb, hb), 1e-300) for n, cb in zip(range(1, m_max + 1), curve_b)]
-    tb = m / _mx(_mn(_interp1(m, xp, curve_b), hb), 1e-300)
-    t1 = m / _mx(_mn(_interp1(m, xp, curve_1), h1), 1e-300)
-    tau1 = _mx(tb - t1, 0.0) / _mx(bsz - 1.0, 1e-9) if bsz > 1 else 0.0
-    tau0 = _mx(tb - tau1 * bsz, 0.0)
+    tau0, tau1 = ctx["taus"](m)  # the decode-only MVA of _solve at m batches, linear in the members
     return streams.StreamModel(streams.StreamInputs(
-        m=m, b=bsz, lam_req_s=prep.arrival_per_s, steps_mean=float(st.decode_steps_mean),
-        prompt_mean_tok=float(st.prompt_mean_tok), tau_b_s=tuple(tau_b), tau0_s=tau0, tau1_s=tau1,
-        pre1_sum_s=_pw(ld["pre1"]), pre1_s=tuple(x for x in ld["pre1"] if x > 0.0), pre_k_sum_s=_pw(pre_k), pre_k_max_s=max(pre_k) if pre_k else 0.0, k_max=k_max,
-        pre_rate_req_s=pre_rate, chunked=di.chunked, token_budget=budget, chunks_mean=di.chunk_extra + 1.0))
+        m=m, b=bsz, steps_mean=float(st.decode_steps_mean), tau_b_s=tuple(ctx["tau_b"]), tau0_s=tau0, tau1_s=tau1,
+        pre1_s=tuple(x for x in ld["pre1"] if x > 0.0), pre_rate_req_s=pre_rate, chunked=di.chunked,
+        chunks_mean=di.chunk_extra + 1.0))
 
 
 def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:

@@ -42,46 +42,33 @@ def _interp(x: float, curve) -> float:
     return curve[lo - 1] + w * (curve[lo] - curve[lo - 1])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StreamInputs:
     """Per-design inputs of the two-stream model (times in s, rates per s).
 
     Attributes:
         m: Batches in flight (memory-limited, may be fractional).
         b: ``max_batch``.
-        lam_req_s: Offered request rate.
         steps_mean: E[S], decode passes per request.
-        prompt_mean_tok: E[P].
         tau_b_s: Pass time of a ``B``-member decode pass with ``d`` batches decoding, d = 1..⌈m⌉ (HBM-capped).
         tau0_s, tau1_s: Pass time = ``τ0 + τ1·a`` at ``a`` members, relative to the full pass (``τ0 + τ1·B``).
-        pre1_sum_s: One prompt's prefill pass alone (sum of its stage times).
-        pre1_s: That pass's time on each station.
-        pre_k_sum_s: A prefill pass of ``k_max`` prompts alone.
-        pre_k_max_s: That pass's bottleneck stage time.
-        k_max: Prompts per prefill pass at full load (``max_batch`` and the token budget).
-        pre_rate_req_s: Prompts/s the prefill stations complete with every batch prefilling (prefill-only MVA).
+        pre1_s: One prompt's prefill pass alone, per station it visits.
+        pre_rate_req_s: Prompts/s the prefill stations complete with every batch prefilling (prefill-only MVA at
+            ``min(max_batch, token_budget / E[P])`` prompts per pass).
         chunked: Chunked prefill (one pass carries decodes and prefill chunks).
-        token_budget: Tokens per chunked pass.
-        chunks_mean: n̄, mean passes a prompt's chunks take (chunked).
+        chunks_mean: n̄, mean passes a prompt's chunks take (chunked; 1 otherwise).
     """
 
     m: float
     b: float
-    lam_req_s: float
     steps_mean: float
-    prompt_mean_tok: float
+    chunked: bool = False
     tau_b_s: tuple[float, ...]
     tau0_s: float
     tau1_s: float
-    pre1_sum_s: float
+    chunks_mean: float = 1.0
     pre1_s: tuple[float, ...]
-    pre_k_sum_s: float
-    pre_k_max_s: float
-    k_max: float
     pre_rate_req_s: float
-    chunked: bool
-    token_budget: float
-    chunks_mean: float
 
 
 class StreamModel:
