@@ -142,17 +142,28 @@ class StreamModel:
         """Prefill latency of an admitted request (to its first token) at arrival rate ``lam``, s.
 
         Continuous: each prompt gets its own prefill pass (an arrival joins whichever batch's prefill stream is
-        idle) and the passes share the prefill stations. Chunked: the request waits for its batch's pass in flight
-        (half a pass on average), then its chunks take ``n̄`` passes, the last one ending with the first token."""
+        idle) and the passes share the prefill stations. Chunked: while fewer than ``m`` batches run an arrival
+        starts a batch of its own, whose first pass is its prefill alone; with every batch running it waits for a
+        batch's pass boundary (the first of ``d`` staggered ones: ``τ/(d + 1)``) and its chunks ride that batch's passes, one chunk a pass, each
+        further chunk paying the pass's fixed weight-streaming cost again (about a one-member decode pass)."""
         si = self.si
         if not si.chunked:
             return self.open_prefill_s(lam)
-        tau = self.pass_s(self.running(lam), lam)
+        work = self.open_prefill_s(lam) + max(si.chunks_mean - 1.0, 0.0) * self.decode_pass_s(1.0)
+        n = self.running(lam)
+        if self.batches(n) < max(si.m, 1.0):
+            return work
+        tau = self.pass_s(n, lam)
+        d = self.batches(n)
+        return tau / (d + 1.0) + max(work, si.chunks_mean * tau)
+
+    def prompt_part_s(self, lam: float) -> float:
+        """The part of the prefill latency that grows with the prompt, s: the prefill pass (continuous); chunked,
+        what of it exceeds the pass its chunk rides (the decode part of the same pass runs beside it)."""
         pre = self.open_prefill_s(lam)
-        # Every further chunk pays a pass's fixed cost again (the weights stream once per pass: about a one-member
-        # decode pass), and the chunks ride the batch's passes, one per pass.
-        work = pre + max(si.chunks_mean - 1.0, 0.0) * self.decode_pass_s(1.0)
-        return 0.5 * tau + max(work, si.chunks_mean * tau)
+        if not self.si.chunked:
+            return pre
+        return max(pre - self.decode_pass_s(self.running(lam)), 0.0)
 
     def life_s(self, n: float, lam: float, pre_s: float) -> float:
         """Time a request holds its slot: prefill plus S̄ passes, s."""
@@ -271,12 +282,12 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     return WindowRun(thr, tuple((first - start)[sel].tolist()), tuple(tpot.tolist()))
 
 
-def latency_quantiles(run: WindowRun, prompt_tok, pre_s: float, wait_s: float,
+def latency_quantiles(run: WindowRun, prompt_tok, prompt_part_s: float, wait_s: float,
                       probs=tuple(i / 20.0 for i in range(1, 20))) -> tuple[list[float], list[float]]:
     """Quantiles of the measured requests' TTFT and TPOT (s) at ``probs``.
 
-    A request's TTFT is its fluid TTFT with the prefill scaled to its own prompt (the prefill pass is about linear
-    in the prompt's tokens) plus an exponential queueing delay of mean ``wait_s`` (the occupancy chain's wait);
+    A request's TTFT is its fluid TTFT with the prompt-dependent part (``prompt_part_s`` at the mean prompt) scaled
+    to its own prompt (the prefill pass is about linear in the prompt's tokens) plus an exponential queueing delay of mean ``wait_s`` (the occupancy chain's wait);
     requests, prompt lengths and delays are combined on fixed quantile grids (deterministic).
     """
     import numpy as np
@@ -290,6 +301,6 @@ def latency_quantiles(run: WindowRun, prompt_tok, pre_s: float, wait_s: float,
     scale = np.quantile(p, np.linspace(0.03125, 0.96875, 16)) / max(float(p.mean()), 1e-300)
     u = np.linspace(0.0625, 0.9375, 8)
     delay = -np.log1p(-u) * wait_s if wait_s > 0 else np.zeros(1)
-    samples = (t[:, None, None] + pre_s * (scale[None, :, None] - 1.0) + delay[None, None, :]).ravel()
+    samples = (t[:, None, None] + prompt_part_s * (scale[None, :, None] - 1.0) + delay[None, None, :]).ravel()
     q = np.asarray(probs)
     return np.quantile(samples, q).tolist(), np.quantile(np.asarray(run.tpot_s), q).tolist()
