@@ -4,7 +4,8 @@ Until issue 16 step 3 the estimator was written twice: an array solver over desi
 ``core.solve``, the definition) and this type-level float path, kept equal by a test. The array solver is gone;
 ``tests/fixtures/estimator_solver_golden.json`` holds ``estimate().to_dict()`` — every field, π and all diagnostics
 — of 40 designs over the three models, both batchings, every scheduler, lending, the placement policies and
-presets, computed at commit 00f857d (where the two solvers agreed to 1e-12); the solver must still give exactly
+presets, computed at commit 00f857d (where the two solvers agreed to 1e-12; the 10 continuous-batching rows
+recomputed with the two-stream model of issue 15, static rows unchanged); the solver must still give exactly
 those, and the vectorised space path exactly the single path's. The values stored in ``GOLDEN`` below were
 computed before the fast path existed, at commit f0997de.
 """
@@ -122,7 +123,9 @@ def test_vectorised_space_is_the_single_path() -> None:
 
 
 # Values of estimate() at commit f0997de (before the fast path): model, workload, options, design, expected
-# (throughput tok/s, TTFT s, TPOT s, bottleneck).
+# (throughput tok/s, TTFT s, TPOT s, bottleneck). The two continuous-batching rows changed with the two-stream model
+# (issue 15); the simulator gives 583.3 tok/s, TTFT 0.172 s for the first (was estimated 110.9 tok/s) and TPOT
+# 0.0083 s for the second (was estimated 0.32 s).
 GOLDEN = [
     ("llama-3-8b", "arxiv", dict(horizon_s=60.0),
      dict(counts=(("tscs_d", 1), ("tscs_p", 13)), n_mem=10, d2d_bw_gbps=640.0, max_batch=2),
@@ -133,7 +136,7 @@ GOLDEN = [
     ("llama-3-8b", "longwriter", dict(horizon_s=60.0),
      dict(counts=(("tscs_d", 4), ("tscs_p", 7)), n_mem=13, d2d_bw_gbps=256.0, max_batch=64, batching="continuous",
           scheduler="fcfs"),
-     (110.9459081282203, 0.3136695485100292, 0.3358524291238696, "memory_capacity")),
+     (570.8078869907793, 0.32685826136329865, 0.10659903689467361, "memory_capacity")),  # two-stream model
     ("mamba2-2.7b", "bwb", dict(horizon_s=60.0),
      dict(counts=(("marca_d", 1), ("marca_p", 20)), n_mem=3, d2d_bw_gbps=256.0, max_batch=4),
      (342.23262544163697, 2.7889936751121276, 0.2449055083257402, "compute:marca_d")),
@@ -144,7 +147,7 @@ GOLDEN = [
     ("nemotron-h-4b", "chat", dict(horizon_s=60.0, lend=True),
      dict(counts=(("marca_d", 1), ("marca_p", 10), ("tscs_d", 8), ("tscs_p", 3)), n_mem=2, d2d_bw_gbps=640.0,
           max_batch=32, batching="continuous", scheduler="elastic"),
-     (168.52247604476617, 0.007826880944612943, 0.3215434255275055, "arrivals")),
+     (168.5222201118029, 0.007831500641321728, 0.006177364620546788, "arrivals")),  # two-stream model
 ]
 
 

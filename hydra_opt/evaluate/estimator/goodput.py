@@ -30,9 +30,32 @@ def _attainment(ttft_mean_s: float, det_s: float, tpot_s: float, slo: Slo) -> fl
     return 1.0 if spread <= 0 else 1.0 - math.exp(-(slo.ttft_s - d) / spread)
 
 
+def _cdf(quantiles: list[float], x: float) -> float:
+    """P(value ≤ x) from values at the probabilities 0.05, 0.10, …, 0.95 (linear between, flat tails)."""
+    import numpy as np
+
+    probs = np.arange(1, len(quantiles) + 1) / (len(quantiles) + 1)
+    q = np.asarray(quantiles, dtype=np.float64)
+    if x < q[0]:
+        return 0.0 if x < q[0] * (1 - 1e-12) else float(probs[0])
+    if x >= q[-1]:
+        return 1.0
+    return float(np.interp(x, q, probs))
+
+
 def estimated_slo(est: Estimate, slo: Slo = DEFAULT_SLO) -> dict[str, float]:
-    """``slo_attainment`` (fraction), ``goodput_tok_s`` (throughput × attainment, tokens/s) and ``ttft_p90_s`` (the
-    same TTFT model's 90th percentile, ``d + ln 10·(m − d)``, s) of one estimate."""
+    """``slo_attainment`` (fraction), ``goodput_tok_s`` (throughput × attainment, tokens/s) and ``ttft_p90_s`` (s)
+    of one estimate.
+
+    With continuous or chunked batching the estimate carries the measured requests' TTFT and TPOT quantiles
+    (``diagnostics["ttft_quantiles_s"]``, ``["tpot_quantiles_s"]``, from the stream fluid): attainment is
+    ``P(TTFT ≤ s)·P(TPOT ≤ t)`` and the p90 is read off the TTFT quantiles. Otherwise (static batching) the TTFT is
+    its deterministic part plus an exponential delay and the TPOT deterministic (module docstring)."""
+    tq = est.diagnostics.get("ttft_quantiles_s")
+    pq = est.diagnostics.get("tpot_quantiles_s")
+    if tq and pq and math.isfinite(float(est.ttft_mean_s)):
+        a = _cdf(tq, slo.ttft_s) * _cdf(pq, slo.tpot_s)
+        return {"slo_attainment": a, "goodput_tok_s": float(est.throughput_tok_s) * a, "ttft_p90_s": float(tq[17])}
     m = float(est.ttft_mean_s)
     det = float(est.diagnostics.get("prefill_latency_s", m))
     a = _attainment(m, det, float(est.tpot_mean_s), slo)

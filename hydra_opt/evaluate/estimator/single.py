@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from hydra_opt.evaluate.estimator import core, fluid, markov
+from hydra_opt.evaluate.estimator import core, fluid, markov, streams
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.system.materialise import materialise
@@ -221,7 +221,7 @@ class _Design:
     """One design's inputs at chiplet-type level (what the solver needs)."""
 
     __slots__ = ("counts", "names", "cols", "orders", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch",
-                 "tokens", "admits", "passes", "chunk_extra", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
+                 "tokens", "admits", "passes", "chunk_extra", "static_sched", "static_batching", "chunked", "task_bps", "n_mem", "mem_limited", "feasible", "gain")
 
 
 def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design | None:
@@ -273,6 +273,8 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
     # core.hbm_port_cap_gbps: Σ over the ring memories of min(interface, reach × link) (numpy's sum).
     hbm = _pw([_mn(mem_bw, r * d2d) for r in core._memory_link_reach(n_mem, gw, gh)])
     out.hbm_bps = hbm * 1e9
+    out.task_bps = task_bw * 1e9
+    out.n_mem = n_mem
     gain = 1.0
     lend = prep.scenario.lend
     if lend and str(design.scheduler) == "elastic":
@@ -282,6 +284,7 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
     out.batch = float(b)
     out.static_sched = str(design.scheduler) == "static"
     out.static_batching = batching == "static"
+    out.chunked = batching == "chunked"
     out.mem_limited = bool(nbat < max_batches)
     out.feasible = bool(nbat >= (1.0 if batching == "static" else 1.0 / b) and ns > 0)
     return out
@@ -442,10 +445,9 @@ def _service_rates(curve: list[float], n_adm: int, u: float, bsz: float, m: floa
     return out
 
 
-def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
-    ex = _extras(prep)
-    gk, ge = ex["gk"], ex["ge"]
-    nb = prep.n_blocks
+def _loads(di: _Design, opts: EstimatorOptions, nb: int):
+    """Per-station demands (s) of the design's Ω: the cycle's prefill and decode parts, the reference passes
+    (full batch) and the one-member ones, balanced inside a chiplet type by dynamic schedulers."""
     ranges = []
     st_type: list[int] = []
     s0 = 0
@@ -467,33 +469,27 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
     if di.gain != 1.0:
         g = di.gain
         pre, dec, pre_ref, dec_ref, dec1, pre1 = ([v / g for v in x] for x in (pre, dec, pre_ref, dec_ref, dec1, pre1))
+    return dict(pre=pre, dec=dec, pre_ref=pre_ref, dec_ref=dec_ref, dec1=dec1, pre1=pre1, st_type=st_type, ns=ns)
+
+
+def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
+    ex = _extras(prep)
+    ld = _loads(di, opts, prep.n_blocks)
+    pre, dec, pre_ref, dec1 = ld["pre"], ld["dec"], ld["pre_ref"], ld["dec1"]
     demand = [p + d for p, d in zip(pre, dec)]
     m = _mx(di.batches, 1.0)
     m_max = int(math.ceil(m))
     lo_row, hi_row = int(math.floor(m - 1.0)), int(math.ceil(m - 1.0))
-    (curve, curve_b, curve_1), qrows = _mva([demand, dec_ref, dec1], m_max, (lo_row, hi_row))
+    (curve, curve_b, curve_1), qrows = _mva([demand, ld["dec_ref"], dec1], m_max, (lo_row, hi_row))
     xp = [float(n) for n in range(1, m_max + 1)]
     x_mva = _interp1(m, xp, curve)
     x_hbm = di.hbm_bps / _mx(di.mem_bytes, 1e-300)
-    x = _mn(x_mva, x_hbm)
-    if not di.feasible:
-        x = 0.0
-    cap_tok = x * di.tokens
-    mu_max = x * di.admits
+    x = _mn(x_mva, x_hbm) if di.feasible else 0.0
     q_lo, q_hi = qrows[lo_row], qrows[hi_row]
     wq = (m - 1.0) - math.floor(m - 1.0)
     prefill_lat = _pw([p * (1.0 + (a + wq * (b - a))) for p, a, b in zip(pre, q_lo, q_hi)])
     cycle_time = m / _mx(x, 1e-300) if x > 0 else _INF
-    static_b = di.static_batching
-    dec_passes = _mx(di.passes - (1.0 if static_b else 0.0), 1e-9)
-    tpot = (cycle_time - prefill_lat) / dec_passes if static_b else cycle_time
-    tpot = _mx(tpot, 0.0)
-
-    lam = prep.arrival_per_s
     bsz = di.batch
-    l1 = float(core.order_stats(prep, int(bsz))[0])
-    pre_sum = _pw(pre_ref)
-    pre_max = max(pre_ref) if ns else 0.0
     hb = di.hbm_bps / _mx(di.memb, 1e-300)
     h1 = di.hbm_bps / _mx(di.mem1, 1e-300)
 
@@ -504,121 +500,176 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
         k1 = _mx(tb - t1, 0.0) / _mx(bsz - 1.0, 1e-9) if bsz > 1 else 0.0
         return _mx(tb - k1 * bsz, 0.0), k1
 
-    e_l1 = _interp1(l1, gk, ge)
+    tau_b = [n / _mx(_mn(cb, hb), 1e-300) for n, cb in zip(range(1, m_max + 1), curve_b)]
+    ctx = dict(ex=ex, ld=ld, m=m, m_max=m_max, curve=curve, xp=xp, x=x, x_hbm=x_hbm, taus=taus, tau_b=tau_b,
+               cycle_time=cycle_time, prefill_lat=prefill_lat)
+    run = _static_run(di, prep, ctx) if di.static_batching else _stream_run(di, prep, ctx)
+    return _result(di, prep, ctx, run, demand, x_mva)
+
+
+def _static_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
+    """Static batching: the fluid batch sequence, prefill-stage queueing and the batch occupancy chain."""
+    ex, ld, m, x, taus = ctx["ex"], ctx["ld"], ctx["m"], ctx["x"], ctx["taus"]
+    cap_tok = x * di.tokens
+    mu_max = x * di.admits
+    lam = prep.arrival_per_s
+    bsz = di.batch
+    l1 = float(core.order_stats(prep, int(bsz))[0])
+    pre_ref = ld["pre_ref"]
+    pre_sum = _pw(pre_ref)
+    pre_max = max(pre_ref) if ld["ns"] else 0.0
+    e_l1 = _interp1(l1, ex["gk"], ex["ge"])
     conc = m
     for _ in range(4):
         tau0, tau1 = taus(conc)
         life = pre_sum + tau0 * l1 + tau1 * bsz * e_l1
-        conc = _mn(_mx(lam / _mx(bsz, 1.0) * life, 1.0), m) if static_b else m
+        conc = _mn(_mx(lam / _mx(bsz, 1.0) * life, 1.0), m)
     tau0, tau1 = taus(conc)
-    out_tok = prep.stats.output_mean_tok
-    if static_b:
-        a_mean = bsz * e_l1 / _mx(l1, 1e-9)
-        tpot = tau0 + tau1 * a_mean
+    a_mean = bsz * e_l1 / _mx(l1, 1e-9)
+    tpot = tau0 + tau1 * a_mean
     fl_m = math.floor(di.batches + 1e-9)
     fl_feasible = di.feasible and fl_m >= 1
     fl_m = float(fl_m) if di.feasible else 0.0
+    out_tok = prep.stats.output_mean_tok
     r_tok = _mn(cap_tok, lam * out_tok)
     r_adm = _mn(mu_max, lam)
-    tau_b = [n / _mx(_mn(cb, hb), 1e-300) for n, cb in zip(range(1, m_max + 1), curve_b)]
     t_end = float(prep.horizon_s if np.isfinite(prep.horizon_s) else 2.0 * prep.window_s[1])
     w0, w1 = prep.window_s
-    rho = lam / _mx(mu_max, 1e-300) if mu_max > 0 else _INF
-    thr, wait, ttft, pi = 0.0, 0.0, _INF, None
-    over = rho >= 1.0 or not math.isfinite(rho)
     a0 = prep.first_arrival_s
-    if static_b:
-        seq = _batch_sequence(prep, ex, fl_m, bsz, a0, lam, pre_sum, pre_max, tau0, tau1, l1, e_l1, tau_b, t_end)
-        n0, n1 = _static_curves(ex, seq, bsz, r_tok, fl_feasible, w0, w1)
-        n0, n1 = _mn(n0, prep.offered_tokens), _mn(n1, prep.offered_tokens)  # core.Prepared.offered_tokens
-        thr = (n1 - n0) / max(w1 - w0, 1e-300)
-        tt = _static_ttft(seq, bsz, a0, lam, r_adm, pre_sum, fl_feasible, w0, w1, prep.horizon_s, prep.scenario.ttft_from)
-        bb = _mx(bsz, 1.0)
-        rho_p = lam / bb * pre_max
-        ca2 = 1.0 / bb
-        cs2 = ex["prompt_scv"] / bb
-        w_p = rho_p / (1.0 - rho_p) * (ca2 + cs2) / 2.0 * pre_max if rho_p < 1.0 else _INF
-        n_win = lam * max(w1 - w0, 0.0) / bb
-        w_p = _mn(w_p, 0.5 * pre_max * math.sqrt(n_win * (ca2 + cs2)))
-        ttft = tt + w_p if math.isfinite(tt) else _INF
-        wait = w_p
-    else:
-        one = lambda v: np.array([v])  # noqa: E731 - fluid.continuous_requests takes arrays over designs
-        sub = fluid.FluidInputs(
-            m=one(fl_m), B=one(bsz), a0=one(a0), lam=one(lam), pre_sum=one(pre_sum), pre_max=one(pre_max),
-            tau0=one(tau0), tau1=one(tau1), static=one(False), l1=one(l1), r_tok=one(r_tok), r_adm=one(r_adm),
-            grid_k=prep.grid_k, grid_emin=prep.grid_emin, feasible=one(fl_feasible),
-            tauB_curve=np.array([tau_b]), t_end=t_end, grid_cdf=prep.grid_cdf,
-        )
-        sub.pre1_sum = one(_pw(pre1))
-        sub.admits_cycle = one(di.admits)
-        sub.cap_tok = one(cap_tok)
-        sub.horizon = prep.horizon_s
-        sub.steps = prep.stats.steps
-        thr_c, ttft_c = fluid.continuous_requests(sub, w0, w1, prep.horizon_s, from_=prep.scenario.ttft_from)
-        thr = _mn(float(thr_c[0]), prep.offered_tokens / max(w1 - w0, 1e-300))
-        ttft = float(ttft_c[0]) if np.isfinite(ttft_c[0]) else _INF
-    stat_thr = cap_tok if over else lam * out_tok
+    seq = _batch_sequence(prep, ex, fl_m, bsz, a0, lam, pre_sum, pre_max, tau0, tau1, l1, e_l1, ctx["tau_b"], t_end)
+    n0, n1 = _static_curves(ex, seq, bsz, r_tok, fl_feasible, w0, w1)
+    n0, n1 = _mn(n0, prep.offered_tokens), _mn(n1, prep.offered_tokens)  # core.Prepared.offered_tokens
+    thr = (n1 - n0) / max(w1 - w0, 1e-300)
+    tt = _static_ttft(seq, bsz, a0, lam, r_adm, pre_sum, fl_feasible, w0, w1, prep.horizon_s, prep.scenario.ttft_from)
+    bb = _mx(bsz, 1.0)
+    rho_p = lam / bb * pre_max
+    ca2 = 1.0 / bb
+    cs2 = ex["prompt_scv"] / bb
+    w_p = rho_p / (1.0 - rho_p) * (ca2 + cs2) / 2.0 * pre_max if rho_p < 1.0 else _INF
+    n_win = lam * max(w1 - w0, 0.0) / bb
+    w_p = _mn(w_p, 0.5 * pre_max * math.sqrt(n_win * (ca2 + cs2)))
+    ttft = tt + w_p if math.isfinite(tt) else _INF
+    rho = lam / _mx(mu_max, 1e-300) if mu_max > 0 else _INF
+    over = rho >= 1.0 or not math.isfinite(rho)
+    stat_thr, pi, wait = cap_tok if over else lam * out_tok, None, w_p
     if not over:
-        u = bsz if static_b else 1.0
-        n_adm = int(max(1, round(float(m * bsz / u))))
-        if n_adm <= 64:
-            mu_n = np.array(_service_rates(curve, n_adm, u, bsz, m, x_hbm, di.admits, mu_max))
-        else:  # long chains (continuous batching): the array version
-            nb_in = np.arange(1, n_adm + 1) * u / bsz
-            arr = np.asarray(curve, dtype=np.float64)[None, :]
-            at = core._interp_curve(np.broadcast_to(arr, (n_adm, arr.shape[1])), np.minimum(nb_in, m))
-            mu_n = np.minimum(np.where(nb_in >= 1.0, at, nb_in * curve[0]), x_hbm) * di.admits / u
-            mu_n[-1] = mu_max / u
-            mu_n = np.maximum.accumulate(mu_n)
-        lam_u = lam / u
-        room = int(min(2000, max(1.0, lam_u * t_end)))
-        pi, _ = markov.occupancy_chain(lam_u, mu_n, n_adm, room)
-        nn = np.arange(pi.size)
-        queue = np.maximum(nn - n_adm, 0)
-        g_d = np.concatenate([[0.0], mu_n, np.full(pi.size - 1 - n_adm, mu_n[-1])])[: pi.size] * u * out_tok
-        stat_thr = float((pi * g_d).sum())
-        wait = float((pi * queue).sum()) / lam_u * (1.0 + ex["service_scv"]) / 2.0 if lam > 0 else 0.0
-        if prep.scenario.ttft_from == "arrival" and math.isfinite(ttft) and not static_b:
+        n_adm = int(max(1, round(float(m))))
+        mu_n = np.array(_service_rates(ctx["curve"], n_adm, bsz, bsz, m, ctx["x_hbm"], di.admits, mu_max))
+        lam_u = lam / bsz
+        pi, stat_thr, queue = _chain(lam_u, mu_n, n_adm, t_end, bsz * out_tok)
+        wait = queue / lam_u * (1.0 + ex["service_scv"]) / 2.0 if lam > 0 else 0.0
+    return dict(thr=thr, ttft=ttft, tpot=tpot, cap_tok=cap_tok, mu_max=mu_max, rho=rho, pi=pi, stat_thr=stat_thr,
+                wait=wait, conc=conc, prefill_lat=ctx["prefill_lat"])
+
+
+def _chain(lam_u: float, mu_n: np.ndarray, n_adm: int, t_end: float, tok_per_unit: float):
+    """Occupancy CTMC (Eq. 8): π, the stationary token rate and the mean number waiting."""
+    room = int(min(2000, max(1.0, lam_u * t_end)))
+    pi, _ = markov.occupancy_chain(lam_u, mu_n, n_adm, room)
+    nn = np.arange(pi.size)
+    queue = np.maximum(nn - n_adm, 0)
+    g_d = np.concatenate([[0.0], mu_n, np.full(pi.size - 1 - n_adm, mu_n[-1])])[: pi.size] * tok_per_unit
+    return pi, float((pi * g_d).sum()), float((pi * queue).sum())
+
+
+def _stream_model(di: _Design, prep: core.Prepared, ctx: dict) -> streams.StreamModel:
+    """The two-stream model's inputs: the decode-only MVA (``tau_b``, HBM-capped) and a prefill-only MVA at
+    ``k_max`` prompts per pass (the most ``max_batch`` and the token budget let one prefill pass admit)."""
+    ld, m, m_max = ctx["ld"], ctx["m"], ctx["m_max"]
+    st = prep.stats
+    bsz = di.batch
+    budget = float(prep.scenario.token_budget)
+    k_max = _mn(bsz, _mx(1.0, math.floor(budget / _mx(st.prompt_mean_tok, 1.0))))
+    w = (k_max - 1.0) / _mx(bsz - 1.0, 1.0)
+    pre_k = [p1 + w * (pr - p1) for p1, pr in zip(ld["pre1"], ld["pre_ref"])]
+    (curve_p,), _ = _mva([pre_k], m_max, (0, 0))
+    pre_rate = _interp1(m, ctx["xp"], curve_p) * k_max if di.feasible else 0.0
+    tau0, tau1 = ctx["taus"](m)  # the decode-only MVA of _solve at m batches, linear in the members
+    return streams.StreamModel(streams.StreamInputs(
+        m=m, b=bsz, steps_mean=float(st.decode_steps_mean), tau_b_s=tuple(ctx["tau_b"]), tau0_s=tau0, tau1_s=tau1,
+        pre1_s=tuple(x for x in ld["pre1"] if x > 0.0), pre_rate_req_s=pre_rate, chunked=di.chunked,
+        chunks_mean=di.chunk_extra + 1.0))
+
+
+def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
+    """Continuous and chunked batching: the two-stream model (``streams``), its window and its queue."""
+    sm = _stream_model(di, prep, ctx)
+    lam = prep.arrival_per_s
+    out_tok = prep.stats.output_mean_tok
+    mu_max = sm.capacity_req_s() if di.feasible else 0.0
+    n_run = sm.running(lam)
+    tpot = sm.pass_s(n_run, lam)
+    pre_s = sm.prefill_s(lam)
+    cap_tok = mu_max * out_tok
+    rho = lam / _mx(mu_max, 1e-300) if mu_max > 0 else _INF
+    over = rho >= 1.0 or not math.isfinite(rho)
+    t_end = float(prep.horizon_s if np.isfinite(prep.horizon_s) else 2.0 * prep.window_s[1])
+    run = streams.window_run(prep, sm, lam, pre_s, mu_max, t_end) if di.feasible else None
+    thr = run.throughput_tok_s if run else 0.0
+    ttft = float(np.mean(run.ttft_s)) if run and run.ttft_s else _INF
+    if run and run.tpot_s:
+        tpot = float(np.mean(run.tpot_s))
+    stat_thr, pi, wait = cap_tok if over else lam * out_tok, None, 0.0
+    if not over and di.feasible:
+        n_adm = int(max(1, round(sm.n_max)))
+        mu_n = np.array([n / sm.life_s(n, lam, pre_s) for n in range(1, n_adm + 1)])
+        mu_n[-1] = _mx(mu_n[-1], mu_max)
+        mu_n = np.maximum.accumulate(mu_n)
+        pi, stat_thr, queue = _chain(lam, mu_n, n_adm, t_end, out_tok)
+        wait = queue / lam * (1.0 + _extras(prep)["service_scv"]) / 2.0 if lam > 0 else 0.0
+        if prep.scenario.ttft_from == "arrival" and math.isfinite(ttft):
             ttft += wait
-    if di.chunk_extra > 0 and math.isfinite(ttft):
-        ttft += di.chunk_extra * cycle_time  # chunked prefill: the first token comes with the last chunk, n̄ − 1 passes later
+    quant = streams.latency_quantiles(run, prep.stats.prompt_tok, sm.prompt_part_s(lam), wait) if run else ([], [])
+    return dict(thr=thr, ttft=ttft, tpot=tpot, cap_tok=cap_tok, mu_max=mu_max, rho=rho, pi=pi, stat_thr=stat_thr,
+                wait=wait, conc=n_run / _mx(di.batch, 1.0), prefill_lat=pre_s, quantiles=quant,
+                prefill_rate=sm.si.pre_rate_req_s)
+
+
+def _result(di: _Design, prep: core.Prepared, ctx: dict, run: dict, demand: list[float], x_mva: float) -> Estimate:
+    x, ld = ctx["x"], ctx["ld"]
+    thr, ttft = run["thr"], run["ttft"]
     if not di.feasible:
         ttft, thr = _INF, 0.0
+    rho = run["rho"]
     util = [dm * x for dm in demand]
     if not di.feasible:
         bottleneck = "infeasible"
     elif rho < 1.0:
         bottleneck = "arrivals"
-    elif x_hbm < x_mva:
+    elif ctx["x_hbm"] < x_mva:
         bottleneck = "hbm"
-    elif di.mem_limited and di.batches < ns:
+    elif di.mem_limited and di.batches < ld["ns"]:
         bottleneck = "memory_capacity"
     else:
         k = int(np.argmax(util))
-        bottleneck = f"compute:{di.names[st_type[k]]}"
+        bottleneck = f"compute:{di.names[ld['st_type'][k]]}"
+    pi = run["pi"]
     diag = dict(
         pi=None if pi is None else np.round(pi[: int(np.searchsorted(np.cumsum(pi), 1.0 - 1e-9)) + 1], 12),
         pi_states=0 if pi is None else int(pi.size),
         rho=float(rho),
-        regime="overload" if over else "stationary",
-        stationary_throughput_tok_s=float(stat_thr),
-        decode_concurrency=float(conc),
-        mu_max_req_s=float(mu_max),
+        regime="overload" if (rho >= 1.0 or not math.isfinite(rho)) else "stationary",
+        stationary_throughput_tok_s=float(run["stat_thr"]),
+        decode_concurrency=float(run["conc"]),
+        mu_max_req_s=float(run["mu_max"]),
         cycles_per_s_pipeline=float(x_mva),
-        cycles_per_s_hbm_cap=float(x_hbm),
+        cycles_per_s_hbm_cap=float(ctx["x_hbm"]),
         batches_in_flight=float(di.batches),
-        prefill_latency_s=float(prefill_lat),
-        queue_wait_s=float(wait),
+        prefill_latency_s=float(run["prefill_lat"]),
+        queue_wait_s=float(run["wait"]),
         arrival_per_s=prep.arrival_per_s,
         window_s=list(prep.window_s),
         max_utilisation=float(max(util)) if util else 0.0,
     )
+    if "prefill_rate" in run:
+        diag["prefill_rate_req_s"] = float(run["prefill_rate"])
+    if run.get("quantiles") and run["quantiles"][0]:
+        diag["ttft_quantiles_s"], diag["tpot_quantiles_s"] = run["quantiles"]
     return Estimate(
         throughput_tok_s=float(thr),
         ttft_mean_s=float(ttft),
-        tpot_mean_s=float(tpot),
-        capacity_tok_s=float(cap_tok),
+        tpot_mean_s=float(run["tpot"]),
+        capacity_tok_s=float(run["cap_tok"]),
         bottleneck=bottleneck,
         diagnostics=diag,
     )

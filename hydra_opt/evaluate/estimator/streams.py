@@ -1,0 +1,306 @@
+"""Continuous and chunked batching as two pass streams per batch (docs/estimator.md "Continuous batching").
+
+The simulator runs, for every batch in flight, a *prefill stream* (passes over the members that still need their
+prompt computed) and a *decode stream* (one pass over the decoding members, one token each); the two walk the
+blocks on their own chiplets concurrently, so a decode pass does not wait for a prefill (HYDRA §IV-B; with chunked
+prefill the batch's next pass starts when both parts of its pass are done). A request's TPOT is therefore the
+decode pass time of its batch at the occupancy the load sustains, and its TTFT the prefill pass plus the wait for
+a slot — not one summed cycle at a full pipeline.
+
+Everything here is per design, in floats:
+
+* ``pass_s(n)``: the decode pass time with ``n`` requests running: ``d = ⌈n/B⌉`` batches (refills fill the
+  oldest batch first) of ``a = n/d`` members share the decode stations; the time of a ``B``-member pass with ``d``
+  batches decoding comes from the MVA of the decode demands (HBM-capped), scaled to ``a`` members (linear in
+  the members, ``τ0 + τ1·a``). With chunked prefill a pass also carries the new prompts' chunks: it lasts the
+  longer of its decode part and its prefill part.
+* ``running(λ)``: Little's law ``n = λ·(prefill latency + S̄·pass_s(n))`` solved for the running requests by
+  bisection (``n / life(n)`` rises with ``n``); ``n_max`` (every slot full) when even a full system admits
+  slower than λ — overload, a queue builds.
+* ``capacity``: requests/s a full system completes, the smaller of the decode stations' rate
+  (``n_max / life(n_max)``) and the prefill stations' (prefill-only MVA at the batches in flight, prompts per
+  pass capped by ``max_batch`` and the token budget).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["StreamInputs", "StreamModel"]
+
+
+def _interp(x: float, curve) -> float:
+    """``curve`` (values at 1..len) at ``x``, linear inside, clamped outside."""
+    n = len(curve)
+    if x <= 1.0:
+        return curve[0]
+    if x >= n:
+        return curve[-1]
+    lo = int(math.floor(x))
+    w = x - lo
+    return curve[lo - 1] + w * (curve[lo] - curve[lo - 1])
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamInputs:
+    """Per-design inputs of the two-stream model (times in s, rates per s).
+
+    Attributes:
+        m: Batches in flight (memory-limited, may be fractional).
+        b: ``max_batch``.
+        steps_mean: E[S], decode passes per request.
+        tau_b_s: Pass time of a ``B``-member decode pass with ``d`` batches decoding, d = 1..⌈m⌉ (HBM-capped).
+        tau0_s, tau1_s: Pass time = ``τ0 + τ1·a`` at ``a`` members, relative to the full pass (``τ0 + τ1·B``).
+        pre1_s: One prompt's prefill pass alone, per station it visits.
+        pre_rate_req_s: Prompts/s the prefill stations complete with every batch prefilling (prefill-only MVA at
+            ``min(max_batch, token_budget / E[P])`` prompts per pass).
+        chunked: Chunked prefill (one pass carries decodes and prefill chunks).
+        chunks_mean: n̄, mean passes a prompt's chunks take (chunked; 1 otherwise).
+    """
+
+    m: float
+    b: float
+    steps_mean: float
+    chunked: bool = False
+    tau_b_s: tuple[float, ...]
+    tau0_s: float
+    tau1_s: float
+    chunks_mean: float = 1.0
+    pre1_s: tuple[float, ...]
+    pre_rate_req_s: float
+
+
+class StreamModel:
+    """The two-stream model of one design (see the module docstring)."""
+
+    def __init__(self, si: StreamInputs) -> None:
+        self.si = si
+        self.n_max = max(si.m * si.b, 1.0)
+        self._full = max(si.tau0_s + si.tau1_s * si.b, 1e-300)
+
+    def batches(self, n: float) -> float:
+        """Batches decoding with ``n`` requests running.
+
+        The simulator forms a new batch for a waiting request when no running batch can take it now (and fewer
+        than ``m`` run), and a batch lives while it has members. Continuous batching admits into a batch whose
+        prefill stream is idle, so requests fill the batches (``⌈n/B⌉``; measured: one more at times, while the
+        others prefill); chunked prefill admits only at a batch's pass boundary and a running batch always has a
+        pass in flight, so every arrival starts a batch of its own until ``m`` exist (``min(m, n)``).
+        """
+        si = self.si
+        n = max(n, 1.0)
+        d = n if si.chunked else math.ceil(n / si.b - 1e-9)
+        return min(max(d, 1.0), max(si.m, 1.0))
+
+    def decode_pass_s(self, n: float) -> float:
+        """Decode part of one pass with ``n`` requests running, s."""
+        si = self.si
+        n = min(max(n, 1.0), self.n_max)
+        d = self.batches(n)
+        a = min(n / d, si.b)
+        return _interp(d, si.tau_b_s) * (si.tau0_s + si.tau1_s * a) / self._full
+
+    def pass_curve_s(self, n, lam: float):
+        """:meth:`pass_s` over an array of running counts (the same arithmetic in numpy)."""
+        import numpy as np
+
+        si = self.si
+        n = np.clip(np.asarray(n, dtype=np.float64), 1.0, self.n_max)
+        d = n if si.chunked else np.ceil(n / si.b - 1e-9)
+        d = np.clip(d, 1.0, max(si.m, 1.0))
+        a = np.minimum(n / d, si.b)
+        taus = np.asarray(si.tau_b_s)
+        dec = np.interp(d, np.arange(1, taus.size + 1, dtype=np.float64), taus) * (si.tau0_s + si.tau1_s * a) / self._full
+        if not si.chunked:
+            return dec
+        pre = self.open_prefill_s(lam) / max(si.chunks_mean, 1.0)
+        return dec / (1.0 - np.minimum(lam * np.maximum(pre - dec, 0.0) / d, 0.95))
+
+    def pass_s(self, n: float, lam: float) -> float:
+        """Time per output token of a running request (one pass of its batch) with ``n`` running, s."""
+        si = self.si
+        dec = self.decode_pass_s(n)
+        if not si.chunked:
+            return dec
+        # Chunked: a pass ends with the later of its decode part and its prefill part (they run side by side on
+        # their own stations). A batch's pass carries a prompt's chunk with probability p = λτ/d (arrivals spread
+        # over the d batches), and then lasts max(decode, prefill): τ = dec + p·max(0, pre − dec), solved for τ;
+        # near p = 1 every pass prefills and the prefill stations set the pace.
+        d = self.batches(n)
+        extra = max(self.open_prefill_s(lam) / max(si.chunks_mean, 1.0) - dec, 0.0)
+        g = min(lam * extra / d, 0.95)
+        return dec / (1.0 - g)
+
+    def open_prefill_s(self, lam: float) -> float:
+        """One prompt's prefill through the prefill stations at arrival rate ``lam``, s: the open-network
+        response ``Σ D_s/(1 − U_s)``, ``U_s = λ·D_s`` (product form, M/M/1 per station), the utilisation capped
+        where batching prompts takes over."""
+        return sum(d / (1.0 - min(lam * d, 0.9)) for d in self.si.pre1_s)
+
+    def prefill_s(self, lam: float) -> float:
+        """Prefill latency of an admitted request (to its first token) at arrival rate ``lam``, s.
+
+        Continuous: each prompt gets its own prefill pass (an arrival joins whichever batch's prefill stream is
+        idle) and the passes share the prefill stations. Chunked: while fewer than ``m`` batches run an arrival
+        starts a batch of its own, whose first pass is its prefill alone; with every batch running it waits for a
+        batch's pass boundary (the first of ``d`` staggered ones: ``τ/(d + 1)``) and its chunks ride that batch's passes, one chunk a pass, each
+        further chunk paying the pass's fixed weight-streaming cost again (about a one-member decode pass)."""
+        si = self.si
+        if not si.chunked:
+            return self.open_prefill_s(lam)
+        work = self.open_prefill_s(lam) + max(si.chunks_mean - 1.0, 0.0) * self.decode_pass_s(1.0)
+        n = self.running(lam)
+        if self.batches(n) < max(si.m, 1.0):
+            return work
+        tau = self.pass_s(n, lam)
+        d = self.batches(n)
+        return tau / (d + 1.0) + max(work, si.chunks_mean * tau)
+
+    def prompt_part_s(self, lam: float) -> float:
+        """The part of the prefill latency that grows with the prompt, s: the prefill pass (continuous); chunked,
+        what of it exceeds the pass its chunk rides (the decode part of the same pass runs beside it)."""
+        pre = self.open_prefill_s(lam)
+        if not self.si.chunked:
+            return pre
+        return max(pre - self.decode_pass_s(self.running(lam)), 0.0)
+
+    def life_s(self, n: float, lam: float, pre_s: float) -> float:
+        """Time a request holds its slot: prefill plus S̄ passes, s."""
+        return pre_s + self.si.steps_mean * self.pass_s(n, lam)
+
+    def running(self, lam: float) -> float:
+        """Requests running at arrival rate ``lam`` (Little's law, bisection); ``n_max`` in overload."""
+        pre = self._pre_light(lam)
+        top = self.n_max
+        if top / self.life_s(top, lam, pre) <= lam:
+            return top
+        lo, hi = 0.0, top
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if max(mid, 1e-12) / self.life_s(mid, lam, pre) < lam:
+                lo = mid
+            else:
+                hi = mid
+        return hi if lam > 0 else 0.0
+
+    def _pre_light(self, lam: float) -> float:
+        si = self.si
+        if si.chunked:
+            return si.chunks_mean * max(self.open_prefill_s(lam) / max(si.chunks_mean, 1.0), self.decode_pass_s(1.0))
+        return self.open_prefill_s(lam)
+
+    def capacity_req_s(self) -> float:
+        """Requests/s a full system completes: the rate λ at which ``n_max`` running requests leave as fast as
+        they arrive (``n_max / life(n_max, λ) = λ``, by bisection: the life grows with λ through the prefill
+        load), at most the prefill stations' rate."""
+        si = self.si
+        top = self.n_max
+        lo, hi = 0.0, max(si.pre_rate_req_s, 1e-12)
+        if top / self.life_s(top, hi, self._pre_light(hi)) >= hi:
+            return hi
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if top / self.life_s(top, mid, self._pre_light(mid)) >= mid:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+
+@dataclass(frozen=True)
+class WindowRun:
+    """What the stream fluid gives for the measured requests (those arriving in the window).
+
+    Attributes:
+        throughput_tok_s: Tokens emitted in the window over its length.
+        ttft_s: Each measured request's fluid TTFT (prefill at the mean prompt plus the wait for a slot), s.
+        tpot_s: Each measured request's time per output token (first token to leaving over S̄ passes), s.
+    """
+
+    throughput_tok_s: float
+    ttft_s: tuple[float, ...]
+    tpot_s: tuple[float, ...]
+
+
+def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t_end: float,
+               n_grid: int = 160, n_iter: int = 4) -> WindowRun:
+    """Throughput in the measurement window and the measured requests' TTFT and TPOT, of the replayed stream.
+
+    A fluid over the run, because a finite run is mostly transient (the running set fills while requests arrive
+    and drains after the last one). Requests arrive every ``1/λ`` from the first arrival; request ``n`` is
+    admitted on arrival while fewer than ``n_max`` run, else when request ``n − n_max`` leaves (FCFS); its first
+    token comes ``pre_s`` later. Every running request advances one token per pass, and a pass takes
+    ``pass_s(N(t))`` with ``N(t)`` requests running, so all share one *decode clock* ``P(t) = ∫ dt / pass_s``:
+    a request whose first token came at ``f`` has made ``K = P(t) − P(f)`` passes and leaves at ``P = P(f) + S̄``.
+    ``N(t)``, ``pass_s`` and the admissions are solved together by a few Jacobi sweeps on a time grid. Tokens in
+    the window follow from ``E[min(S, K)]``; TPOT is each measured request's time from first token to leaving
+    over its ``S̄`` passes; only requests whose first token comes before the horizon count for TTFT.
+    """
+    import numpy as np
+
+    si = sm.si
+    w0, w1 = prep.window_s
+    horizon = prep.horizon_s
+    a0 = prep.first_arrival_s
+    end_arr = min(horizon, w1) if math.isfinite(horizon) else w1
+    n_req = int(max(0, math.floor(lam * (end_arr - a0))) + 1) if lam > 0 else 1
+    arr = a0 + np.arange(n_req, dtype=np.float64) / max(lam, 1e-300)
+    s_bar = si.steps_mean
+    tau_ss = sm.pass_s(sm.running(lam), lam)
+    n_full = sm.n_max
+    t_stop = max(t_end, arr[-1] + pre_s + 2.0 * s_bar * tau_ss * max(1.0, n_req / n_full))
+    grid = np.linspace(a0, t_stop, n_grid)
+    tau = np.full(n_grid, tau_ss)
+    cap_n = max(int(n_full), 1)
+    for _ in range(n_iter):
+        clock = np.concatenate([[0.0], np.cumsum(np.diff(grid) / tau[:-1])])  # P(t), passes
+        adm = arr.copy()
+        leave = np.empty(n_req)
+        for lo in range(0, n_req, cap_n):  # block by block: the slots of block k free when block k − 1 leaves
+            hi = min(lo + cap_n, n_req)
+            if lo:
+                adm[lo:hi] = np.maximum(arr[lo:hi], leave[lo - cap_n: hi - cap_n])
+            p_first = np.interp(adm[lo:hi] + pre_s, grid, clock)
+            leave[lo:hi] = np.interp(p_first + s_bar, clock, grid, right=np.inf)
+            over = ~np.isfinite(leave[lo:hi])
+            leave[lo:hi][over] = grid[-1] + (p_first[over] + s_bar - clock[-1]) * tau[-1]
+        running = (np.searchsorted(np.sort(adm), grid, side="right")
+                   - np.searchsorted(np.sort(leave), grid, side="right")).astype(np.float64)
+        tau = sm.pass_curve_s(running, lam)
+    first = adm + pre_s
+    p_first = np.interp(first, grid, clock)
+    k0 = np.maximum(np.interp(w0, grid, clock) - p_first, 0.0)
+    k1 = np.maximum(np.interp(w1, grid, clock) - p_first, 0.0)
+    gk, ge = prep.grid_k, prep.grid_emin
+    tok = ((first > w0) & (first <= w1)) + np.interp(k1, gk, ge) - np.interp(k0, gk, ge)
+    span = max(w1 - w0, 1e-300)
+    thr = min(float(tok.sum()) / span, mu_max * prep.stats.output_mean_tok, prep.offered_tokens / span)
+    sel = (arr >= w0) & (arr <= w1) & (first <= horizon)
+    start = arr if prep.scenario.ttft_from == "arrival" else adm
+    tpot = (leave - first)[sel] / s_bar if s_bar > 0 else np.full(int(sel.sum()), tau_ss)
+    return WindowRun(thr, tuple((first - start)[sel].tolist()), tuple(tpot.tolist()))
+
+
+def latency_quantiles(run: WindowRun, prompt_tok, prompt_part_s: float, wait_s: float,
+                      probs=tuple(i / 20.0 for i in range(1, 20))) -> tuple[list[float], list[float]]:
+    """Quantiles of the measured requests' TTFT and TPOT (s) at ``probs``.
+
+    A request's TTFT is its fluid TTFT with the prompt-dependent part (``prompt_part_s`` at the mean prompt) scaled
+    to its own prompt (the prefill pass is about linear in the prompt's tokens) plus an exponential queueing delay of mean ``wait_s`` (the occupancy chain's wait);
+    requests, prompt lengths and delays are combined on fixed quantile grids (deterministic).
+    """
+    import numpy as np
+
+    if not run.ttft_s:
+        return [], []
+    t = np.asarray(run.ttft_s)
+    if t.size > 64:
+        t = t[np.linspace(0, t.size - 1, 64).astype(np.int64)]
+    p = np.asarray(prompt_tok, dtype=np.float64)
+    scale = np.quantile(p, np.linspace(0.03125, 0.96875, 16)) / max(float(p.mean()), 1e-300)
+    u = np.linspace(0.0625, 0.9375, 8)
+    delay = -np.log1p(-u) * wait_s if wait_s > 0 else np.zeros(1)
+    samples = (t[:, None, None] + prompt_part_s * (scale[None, :, None] - 1.0) + delay[None, None, :]).ravel()
+    q = np.asarray(probs)
+    return np.quantile(samples, q).tolist(), np.quantile(np.asarray(run.tpot_s), q).tolist()

@@ -1,0 +1,71 @@
+"""The two-stream model of continuous and chunked batching (``estimator.streams``) against closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hydra_opt.evaluate.estimator.streams import StreamInputs, StreamModel
+
+
+def _inputs(**kw) -> StreamInputs:
+    base = dict(m=4.0, b=8.0, steps_mean=100.0, tau_b_s=(0.02, 0.03, 0.04, 0.05), tau0_s=0.016, tau1_s=0.0005,
+                pre1_s=(0.02, 0.03), pre_rate_req_s=60.0, chunked=False, chunks_mean=1.0)
+    base.update(kw)
+    return StreamInputs(**base)
+
+
+def test_decode_pass_is_the_mva_pass_scaled_to_the_members():
+    sm = StreamModel(_inputs())
+    full = 0.016 + 0.0005 * 8
+    assert sm.decode_pass_s(1.0) == pytest.approx(0.02 * (0.016 + 0.0005) / full)
+    # 12 running: 2 batches of 6 members (refills fill the oldest batches first).
+    assert sm.batches(12.0) == 2.0
+    assert sm.decode_pass_s(12.0) == pytest.approx(0.03 * (0.016 + 0.0005 * 6) / full)
+    # Chunked prefill: every arrival starts a batch of its own, up to m.
+    ck = StreamModel(_inputs(chunked=True))
+    assert ck.batches(3.0) == 3.0 and ck.batches(12.0) == 4.0
+    assert ck.decode_pass_s(3.0) == pytest.approx(0.04 * (0.016 + 0.0005) / full)
+
+
+def test_open_network_prefill_and_the_chunked_pass():
+    sm = StreamModel(_inputs())
+    assert sm.prefill_s(0.0) == pytest.approx(0.05)
+    assert sm.prefill_s(10.0) == pytest.approx(0.02 / 0.8 + 0.03 / 0.7)  # Σ D/(1 − λD)
+    ck = StreamModel(_inputs(chunked=True))
+    assert ck.pass_s(1.0, 0.0) == pytest.approx(ck.decode_pass_s(1.0))
+    dec = ck.decode_pass_s(2.0)
+    extra = ck.open_prefill_s(5.0) - dec
+    assert ck.pass_s(2.0, 5.0) == pytest.approx(dec / (1.0 - 5.0 * extra / 2.0))  # τ = dec + (λτ/d)·extra
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+@pytest.mark.parametrize("lam", [0.05, 0.5, 2.0])
+def test_littles_law_below_capacity_and_full_slots_above(chunked: bool, lam: float):
+    sm = StreamModel(_inputs(chunked=chunked))
+    cap = sm.capacity_req_s()
+    assert cap > 0
+    # At capacity the full system completes requests as fast as they arrive.
+    assert sm.n_max / sm.life_s(sm.n_max, cap, sm._pre_light(cap)) == pytest.approx(cap, rel=1e-6)
+    n = sm.running(lam)
+    if lam < cap:
+        assert n / sm.life_s(n, lam, sm._pre_light(lam)) == pytest.approx(lam, rel=1e-6)
+        assert n < sm.n_max
+    assert sm.running(cap * 1.5) == sm.n_max  # overload: every slot taken, a queue builds
+
+
+def test_prefill_stations_cap_the_capacity():
+    sm = StreamModel(_inputs(pre_rate_req_s=0.01))
+    assert sm.capacity_req_s() == pytest.approx(0.01)
+    assert math.isfinite(StreamModel(_inputs()).capacity_req_s())
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_the_array_pass_curve_is_the_scalar_pass(chunked: bool):
+    import numpy as np
+
+    sm = StreamModel(_inputs(chunked=chunked))
+    ns = np.array([0.3, 1.0, 2.5, 8.0, 9.0, 17.0, 31.9, 32.0, 40.0])
+    for lam in (0.0, 3.0):
+        np.testing.assert_allclose(sm.pass_curve_s(ns, lam), [sm.pass_s(float(n), lam) for n in ns], rtol=1e-12)
