@@ -46,11 +46,17 @@ cdef class StaticSeq:
     cdef public Py_ssize_t k_used, n_t
 
 
+@cython.locals(j=Py_ssize_t, dx=cython.double)
+cdef void _slopes(const double[::1] xp, const double[::1] fp, Py_ssize_t n, double[::1] out)
+
+@cython.locals(slope=cython.double, r=cython.double)
+cdef double _interp_sl(double x, const double[::1] xp, const double[::1] fp, const double[::1] sl, Py_ssize_t j)
+
 @cython.locals(j=Py_ssize_t, j1=Py_ssize_t, j2=Py_ssize_t, x=cython.double, k=cython.double, a=cython.double,
                lo_w=cython.double, hi_w=cython.double, lo_k=cython.double, hi_k=cython.double)
 cdef void _batch_curve(double[::1] acc, double[::1] acc2, const double[::1] g_t, double gc, Py_ssize_t ic,
                        Py_ssize_t n_t, const double[::1] w_of_k, const double[::1] gk, const double[::1] surv,
-                       Py_ssize_t ng)
+                       const double[::1] sl1, const double[::1] sl2, Py_ssize_t ng)
 
 @cython.locals(n_t=Py_ssize_t, ng=Py_ssize_t, m=cython.double, need=cython.double, k_need=Py_ssize_t,
                k_max=Py_ssize_t, full=cython.double, tb=cython.double, i=Py_ssize_t, j=Py_ssize_t, jj=Py_ssize_t,
@@ -60,7 +66,8 @@ cdef void _batch_curve(double[::1] acc, double[::1] acc2, const double[::1] g_t,
                dec="double[::1]", jfs="long long[::1]", c_prev=cython.double, p=Py_ssize_t, g=cython.double,
                j0=Py_ssize_t, f=cython.double, cnt=Py_ssize_t, c=cython.double, g_c=cython.double, ic=Py_ssize_t,
                jf=Py_ssize_t, acc=cython.double, dd=cython.double, lo=Py_ssize_t, hi=Py_ssize_t,
-               wgt=cython.double, tau_t=cython.double)
+               wgt=cython.double, tau_t=cython.double, buf="double[::1]", sl1="double[::1]", sl2="double[::1]",
+               seq=StaticSeq)
 cpdef StaticSeq batch_sequence(const double[::1] gk, const double[::1] ge, const double[::1] surv,
                                double[::1] tg, double m_fl, double b, double a0, double lam, double pre_sum,
                                double pre_max, double tau0, double tau1, list tau_b, double t_end,
@@ -78,3 +85,10 @@ cpdef tuple static_curves(StaticSeq seq, const double[::1] gk, const double[::1]
                tf=cython.double, f_last=cython.double, first="double[::1]", form="double[::1]")
 cpdef double static_ttft(StaticSeq seq, double b_f, double a0, double r_adm, double pre_sum, bint feasible,
                          double t0, double t1, double horizon, bint from_arrival)
+
+
+@cython.locals(n=Py_ssize_t, p=Py_ssize_t, j=Py_ssize_t)
+cpdef void birth_death_csc(const double[::1] b, const double[::1] d, double[::1] dat, int[::1] idx, int[::1] indptr)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, tot=cython.double)
+cpdef void normalise(const double[::1] x, double[::1] out)

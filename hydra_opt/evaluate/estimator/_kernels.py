@@ -1,3 +1,4 @@
+# cython: boundscheck=False, wraparound=False, initializedcheck=False
 """The estimator solver's scalar kernels, compiled with Cython when available (docs/estimator.md "Speed").
 
 ``single.py`` is the solver; this module holds the loops it spends its time in, written so that the same source
@@ -27,7 +28,7 @@ except ImportError:  # pragma: no cover - Cython is a build requirement only
     COMPILED = False
 
 __all__ = ["COMPILED", "pairwise_sum", "interp_scalar", "lpt", "lpt_order", "station_loads", "mva",
-           "StaticSeq", "batch_sequence", "static_curves", "static_ttft"]
+           "StaticSeq", "batch_sequence", "static_curves", "static_ttft", "birth_death_csc", "normalise"]
 
 _INF = float("inf")
 
@@ -90,8 +91,9 @@ def interp_scalar(x: float, xp: list, fp: list) -> float:
         return x
     if x < xp[0]:
         return fp[0]
-    if x >= xp[-1]:
-        return fp[-1]
+    n = len(xp)
+    if x >= xp[n - 1]:
+        return fp[n - 1]
     j = bisect.bisect_right(xp, x) - 1
     if x == xp[j]:
         return fp[j]
@@ -299,21 +301,33 @@ def mva(demands: list, m_max: int, rows_needed: tuple):
 
 
 class StaticSeq:
-    """A static-batching batch sequence: formation times, prefill completions and the decode clock ``G(t)``."""
-
-    def __init__(self, form, first, tg, g, g_rate_end: float, w_of_k, k_used: int, lam: float, n_t: int):
-        self.form = form
-        self.first = first
-        self.tg = tg
-        self.g = g
-        self.g_rate_end = g_rate_end
-        self.w_of_k = w_of_k
-        self.k_used = k_used
-        self.lam = lam
-        self.n_t = n_t
+    """A static-batching batch sequence (``batch_sequence``): formation times ``form``, prefill completions
+    ``first``, the decode clock ``g`` = G(t) on the time grid ``tg`` and its rate after the grid, ``w_of_k``, the
+    batches followed ``k_used`` and the arrival rate ``lam``."""
 
 
-def _batch_curve(acc, acc2, g_t, gc: float, ic: int, n_t: int, w_of_k, gk, surv, ng: int) -> None:
+def _slopes(xp, fp, n: int, out) -> None:
+    """numpy ``interp``'s precomputed slopes ``(fp[j+1] − fp[j]) / (xp[j+1] − xp[j])`` (only brackets with
+    ``xp[j] < xp[j+1]`` are ever used)."""
+    for j in range(n - 1):
+        dx = xp[j + 1] - xp[j]
+        out[j] = (fp[j + 1] - fp[j]) / dx if dx > 0.0 else 0.0
+
+
+def _interp_sl(x: float, xp, fp, sl, j: int) -> float:
+    """``_interp_at`` with the slope taken from numpy's precomputed table (the same division)."""
+    if x == xp[j]:
+        return fp[j]
+    slope = sl[j]
+    r = slope * (x - xp[j]) + fp[j]
+    if r != r:
+        r = slope * (x - xp[j + 1]) + fp[j + 1]
+        if r != r and fp[j] == fp[j + 1]:
+            r = fp[j]
+    return r
+
+
+def _batch_curve(acc, acc2, g_t, gc: float, ic: int, n_t: int, w_of_k, gk, surv, sl1, sl2, ng: int) -> None:
     """Add one batch's expected-live curve ``P(alive)`` (from its prefill completion index ``ic`` on) to ``acc``
     and ``acc2``: ``interp(interp(max(G(t) − G(c), 0), w_of_k, gk), gk, surv)``."""
     j1 = -1
@@ -332,7 +346,7 @@ def _batch_curve(acc, acc2, g_t, gc: float, ic: int, n_t: int, w_of_k, gk, surv,
             k = gk[ng - 1]
         else:
             j1 = _bracket(x, w_of_k, ng, j1)
-            k = _interp_at(x, w_of_k, gk, ng, j1)
+            k = _interp_sl(x, w_of_k, gk, sl1, j1)
         if k != k:
             a = k
         elif k < lo_k:
@@ -341,7 +355,7 @@ def _batch_curve(acc, acc2, g_t, gc: float, ic: int, n_t: int, w_of_k, gk, surv,
             a = surv[ng - 1]
         else:
             j2 = _bracket(k, gk, ng, j2)
-            a = _interp_at(k, gk, surv, ng, j2)
+            a = _interp_sl(k, gk, surv, sl2, j2)
         acc[j] += a
         acc2[j] += a
 
@@ -367,25 +381,34 @@ def batch_sequence(gk, ge, surv, tg, m_fl: float, b: float, a0: float, lam: floa
     else:
         k_need = int(max(min(math.ceil(need) + 1, k_cap), 1))
     k_max = k_need
+    m_max = len(tau_b)
+    # One buffer for every vector (one allocation): w_of_k, the two slope tables, G, live and decoding batches,
+    # formation and prefill-completion times, τ_B(d).
+    buf = memoryview(_zeros(4 * ng + 3 * n_t + 2 * k_max + m_max))
+    w_of_k = buf[0:ng]
+    sl1 = buf[ng:2 * ng]
+    sl2 = buf[2 * ng:3 * ng]
+    g_t = buf[4 * ng:4 * ng + n_t]
+    alive = buf[4 * ng + n_t:4 * ng + 2 * n_t]
+    dec = buf[4 * ng + 2 * n_t:4 * ng + 3 * n_t]
+    form = buf[4 * ng + 3 * n_t:4 * ng + 3 * n_t + k_max]
+    first = buf[4 * ng + 3 * n_t + k_max:4 * ng + 3 * n_t + 2 * k_max]
+    curve = buf[4 * ng + 3 * n_t + 2 * k_max:4 * ng + 3 * n_t + 2 * k_max + m_max]
     full = _mx(tau0 + tau1 * b, 1e-300)
     tb = tau1 * b
-    w_of_k = _zeros(ng)
     for i in range(ng):
         w_of_k[i] = (tau0 * gk[i] + tb * ge[i]) / full
+    _slopes(w_of_k, gk, ng, sl1)
+    _slopes(gk, surv, ng, sl2)
     dt = tg[1] - tg[0]
-    m_max = len(tau_b)
-    curve = array("d", tau_b)
+    for i in range(m_max):
+        curve[i] = tau_b[i]
     tau_m = curve[min(max(int(m) - 1, 0), m_max - 1)]
     g_rate = 1.0 / tau_m
-    g_t = _zeros(n_t)
     for j in range(n_t):
         g_t[j] = tg[j] / tau_m
     t_last = tg[n_t - 1]
     lim = m - 1.0 + 1e-6
-    form = _zeros(k_max)
-    first = _zeros(k_max)
-    alive = _zeros(n_t)
-    dec = _zeros(n_t)
     jfs = array("q", [0]) * k_max
     for _ in range(n_iter):
         for j in range(n_t):
@@ -422,7 +445,7 @@ def batch_sequence(gk, ge, surv, tg, m_fl: float, b: float, a0: float, lam: floa
             jfs[i] = jf
             for jj in range(jf, ic if ic < n_t else n_t):
                 alive[jj] += 1.0
-            _batch_curve(alive, dec, g_t, g_c, ic, n_t, w_of_k, gk, surv, ng)
+            _batch_curve(alive, dec, g_t, g_c, ic, n_t, w_of_k, gk, surv, sl1, sl2, ng)
             form[i] = f
             first[i] = c
             c_prev = c
@@ -437,7 +460,17 @@ def batch_sequence(gk, ge, surv, tg, m_fl: float, b: float, a0: float, lam: floa
             tau_t = curve[lo - 1] * (1 - wgt) + curve[hi] * wgt
             acc += dt / tau_t
             g_t[j + 1] = acc
-    return StaticSeq(form, first, tg, g_t, 1.0 / tau_m, w_of_k, k_need, lam, n_t)
+    seq = StaticSeq.__new__(StaticSeq)
+    seq.form = form
+    seq.first = first
+    seq.tg = tg
+    seq.g = g_t
+    seq.g_rate_end = 1.0 / tau_m
+    seq.w_of_k = w_of_k
+    seq.k_used = k_need
+    seq.lam = lam
+    seq.n_t = n_t
+    return seq
 
 
 def _bisect_left(xs, n: int, x: float) -> int:
@@ -518,3 +551,43 @@ def static_ttft(seq: StaticSeq, b_f: float, a0: float, r_adm: float, pre_sum: fl
     if nv == 0:
         return float("nan")
     return _pw_range(vals, 0, nv) / nv
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The occupancy chain's linear system (markov.birth_death_stationary), assembled in one pass
+
+
+def birth_death_csc(b, d, dat, idx, indptr) -> None:
+    """Fill the canonical CSC arrays of ``Qᵀ`` with the last row replaced by ``Σπ = 1`` (``markov.
+    birth_death_stationary``'s layout; ``n = len(b) + 1 ≥ 3``): column ``j`` holds rows ``j − 1`` (death),
+    ``j`` (diagonal ``−b_j − d_{j−1}``), ``j + 1`` (birth, below the last row) and the normalisation row."""
+    n = len(b) + 1
+    indptr[0] = 0
+    p = 0
+    for j in range(n):
+        if j >= 1:
+            idx[p] = j - 1
+            dat[p] = d[j - 1]
+            p += 1
+        if j < n - 1:
+            idx[p] = j
+            dat[p] = (0.0 - b[j]) - d[j - 1] if j >= 1 else 0.0 - b[j]
+            p += 1
+        if j + 1 < n - 1:
+            idx[p] = j + 1
+            dat[p] = b[j]
+            p += 1
+        idx[p] = n - 1
+        dat[p] = 1.0
+        p += 1
+        indptr[j + 1] = p
+
+
+def normalise(x, out) -> None:
+    """``π = max(x, 0); π / Σπ`` (numpy's sum) into ``out``."""
+    n = len(x)
+    for i in range(n):
+        out[i] = _mx(x[i], 0.0)
+    tot = _pw_range(out, 0, n)
+    for i in range(n):
+        out[i] = out[i] / tot

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from hydra_opt.evaluate.estimator import _accel, core, fluid, markov
+from hydra_opt.evaluate.estimator import core, fluid, markov
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 from hydra_opt.evaluate.scenario import Scenario
 from hydra_opt.system.materialise import materialise
@@ -34,7 +34,6 @@ try:  # numpy's compiled interp: np.interp minus its Python-level argument check
 except ImportError:  # pragma: no cover - older numpy layout
     _vinterp = np.interp
 
-_accel.guard()  # before _kernels is imported: never run a stale compiled module
 from hydra_opt.evaluate.estimator import _kernels  # noqa: E402
 from hydra_opt.evaluate.estimator._kernels import interp_scalar, pairwise_sum  # noqa: E402
 from hydra_opt.evaluate.estimator._kernels import lpt as _lpt, lpt_order as _lpt_order  # noqa: E402
@@ -180,28 +179,57 @@ class _Design:
                  "tokens", "admits", "passes", "chunk_extra", "static_sched", "static_batching", "mem_limited", "feasible", "gain")
 
 
-def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design | None:
+_TYPES: dict = {}
+
+
+def _type_part(design, prep: core.Prepared, lib, ex: dict, batching: str, b: int, budget: float):
+    """What a design's chiplet *types* determine, whatever their counts: the built types and memory
+    (``materialise``), block-time tables, type columns, LPT orders and family memory sums. Cached per (prepared
+    workload, library, chiplet names, D2D bandwidth, package, DynaCore settings, memory, batching, batch)."""
+    c = design.counts
+    items = c.items() if isinstance(c, dict) else c
+    counts = [(str(n), int(k)) for n, k in items if int(k) > 0]  # materialise's counts
+    key = (id(prep), id(lib), tuple(n for n, _ in counts), design.d2d_bw_gbps, design.grid_w, design.grid_h,
+           design.slot_area_mm2, design.dynacore, design.memory, batching, b, budget)
+    try:
+        hit = _TYPES.get(key)
+    except TypeError:  # unhashable settings: no sharing
+        key, hit = None, None
+    if hit is not None and hit[0] is prep and hit[1] is lib:
+        return counts, hit[2]
     hw = materialise(design, lib)
-    counts = list(hw.counts)
-    if not counts:
-        return None
-    ex = _extras(prep)
-    d2d = float(design.d2d_bw_gbps)
+    if not hw.counts:
+        return counts, None
     mem = hw.memory
-    n_mem = int(design.n_mem)
-    b = int(design.max_batch)
-    batching = str(design.batching)
     chips = list(hw.chiplets)
-    task_bw = min(d2d, float(mem.bw_gbps))
-    budget = float(prep.scenario.token_budget)
+    task_bw = min(float(design.d2d_bw_gbps), float(mem.bw_gbps))
     tables = [core.type_table(prep, c, batching, b, task_bw, budget) for c in chips]
     tkeys = tuple((c.name, c.d2d_bw_gbps, batching, b, task_bw, budget) for c in chips)
+    cols, orders = _type_columns(prep, ex, chips, tables, tkeys)
+    part = (mem, chips, tables, cols, orders, _family_sums(prep, ex, tables[0], tkeys[0]))
+    if key is not None:
+        if len(_TYPES) > 20000:
+            _TYPES.clear()
+        _TYPES[key] = (prep, lib, part)
+    return counts, part
+
+
+def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design | None:
+    ex = _extras(prep)
+    b = int(design.max_batch)
+    batching = str(design.batching)
+    budget = float(prep.scenario.token_budget)
+    counts, part = _type_part(design, prep, lib, ex, batching, b, budget)
+    if part is None:
+        return None
+    mem, chips, tables, cols, orders, sums = part
+    d2d = float(design.d2d_bw_gbps)
+    n_mem = int(design.n_mem)
     out = _Design()
     out.counts = [n for _, n in counts]
     out.names = [name for name, _ in counts]
-    out.cols, out.orders = _type_columns(prep, ex, chips, tables, tkeys)
+    out.cols, out.orders = cols, orders
     groups = core.family_memory_groups(design, prep, n_mem, preset=prep.scenario.placement_preset, library=lib)
-    sums = _family_sums(prep, ex, tables[0], tkeys[0])
 
     def eff_bytes(kind: str) -> float:
         worst = 0.0
