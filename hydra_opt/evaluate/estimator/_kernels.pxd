@@ -10,6 +10,10 @@ cdef double _INF
                r5=cython.double, r6=cython.double, r7=cython.double)
 cdef double _pw_range(const double[::1] xs, Py_ssize_t lo, Py_ssize_t n)
 
+@cython.locals(n=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, j=Py_ssize_t, slope=cython.double,
+               r=cython.double)
+cpdef double interp_scalar(double x, xp, fp)
+
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
 cdef Py_ssize_t _bracket(double x, const double[::1] xp, Py_ssize_t n, Py_ssize_t j)
 
@@ -36,7 +40,9 @@ cpdef tuple station_loads(list owner, list cols, tuple qs, list st_type, Py_ssiz
 
 @cython.locals(ns=Py_ssize_t, nu=Py_ssize_t, c=Py_ssize_t, k=Py_ssize_t, s=Py_ssize_t, n=Py_ssize_t,
                smap="long long[::1]", d="double[::1]", q="double[::1]", r="double[::1]", full="double[::1]",
-               tot=cython.double, x=cython.double, xs=list, r0=Py_ssize_t, r1=Py_ssize_t)
+               tot=cython.double, x=cython.double, xs=list, r0=Py_ssize_t, r1=Py_ssize_t, u0="double[::1]",
+               u1="double[::1]", u2="double[::1]", src="double[::1]", a0=cython.double, a1=cython.double,
+               a2=cython.double, dl0=list, dl1=list, dl2=list)
 cpdef tuple mva(list demands, Py_ssize_t m_max, tuple rows_needed)
 
 

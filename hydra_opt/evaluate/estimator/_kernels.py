@@ -16,7 +16,6 @@ multiply-add). numpy's reductions and ``interp`` are reproduced exactly (``pairw
 
 from __future__ import annotations
 
-import bisect
 import math
 from array import array
 
@@ -94,7 +93,14 @@ def interp_scalar(x: float, xp: list, fp: list) -> float:
     n = len(xp)
     if x >= xp[n - 1]:
         return fp[n - 1]
-    j = bisect.bisect_right(xp, x) - 1
+    lo, hi = 0, n  # bisect.bisect_right(xp, x) - 1: the last j with xp[j] <= x
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < xp[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    j = lo - 1
     if x == xp[j]:
         return fp[j]
     slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])
@@ -259,12 +265,27 @@ def mva(demands: list, m_max: int, rows_needed: tuple):
     numpy's pairwise sum, ``Q_s = X·R_s``). Stations with the same demands (a type's chiplets that got the same
     blocks) have the same ``R_s`` and ``Q_s``, so they are computed once and only the sum runs over every station.
     """
-    uniq: dict = {}
-    smap_l = [uniq.setdefault(key, len(uniq)) for key in zip(*demands)]
-    ns = len(smap_l)
-    nu = len(uniq)
-    ukeys = list(uniq)
-    smap = array("q", smap_l)
+    dl0, dl1, dl2 = demands
+    ns = len(dl0)
+    smap = array("q", [0]) * ns
+    # Distinct (D0, D1, D2) rows in first-seen order (what a dict of the tuples gives).
+    u0, u1, u2 = _zeros(ns), _zeros(ns), _zeros(ns)
+    nu = 0
+    for s in range(ns):
+        a0 = dl0[s]
+        a1 = dl1[s]
+        a2 = dl2[s]
+        k = 0
+        while k < nu:
+            if u0[k] == a0 and u1[k] == a1 and u2[k] == a2:
+                break
+            k += 1
+        if k == nu:
+            u0[k] = a0
+            u1[k] = a1
+            u2[k] = a2
+            nu += 1
+        smap[s] = k
     d = _zeros(nu)
     q = _zeros(nu)
     r = _zeros(nu)
@@ -274,8 +295,9 @@ def mva(demands: list, m_max: int, rows_needed: tuple):
     r0 = rows_needed[0]
     r1 = rows_needed[1]
     for c in range(len(demands)):
+        src = u0 if c == 0 else (u1 if c == 1 else u2)
         for k in range(nu):
-            d[k] = ukeys[k][c]
+            d[k] = src[k]
             q[k] = 0.0
         if c == 0:
             qrows[0] = [0.0] * ns
