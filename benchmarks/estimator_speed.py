@@ -133,10 +133,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "estimator_speed.md"))
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
-    from hydra_opt.evaluate.estimator import _accel
+    try:
+        from hydra_opt.evaluate.estimator import _accel
 
+        compiled = _accel.compiled_modules()
+    except ImportError:  # a checkout from before the compiled kernels (for before/after runs)
+        compiled = {}
     load0, stamp, commit = _load(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), _commit()
-    compiled = _accel.compiled_modules()
     lines = ["# Estimator speed (issue 18 item 3)", "",
              f"Run {stamp} at commit {commit}; compiled estimator modules: {compiled}.", "",
              f"`python benchmarks/estimator_speed.py --runs {args.runs} --n-single {args.n_single} --nemotron-stride "
