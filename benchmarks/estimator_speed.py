@@ -124,6 +124,7 @@ def _s(xs) -> str:
 
 
 def main(argv=None) -> int:
+    sys.path.insert(0, str(ROOT))  # this checkout's package, not another one on the path
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--n-single", type=int, default=200)
