@@ -135,9 +135,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     try:
-        from hydra_opt.evaluate.estimator import _accel
+        from hydra_opt.evaluate._accel import compiled_modules
 
-        compiled = _accel.compiled_modules()
+        compiled = compiled_modules("hydra_opt.evaluate.estimator")
     except ImportError:  # a checkout from before the compiled kernels (for before/after runs)
         compiled = {}
     load0, stamp, commit = _load(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), _commit()

@@ -10,14 +10,15 @@ cdef double _INF
                r5=cython.double, r6=cython.double, r7=cython.double)
 cdef double _pw_range(const double[::1] xs, Py_ssize_t lo, Py_ssize_t n)
 
-@cython.locals(n=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, j=Py_ssize_t, slope=cython.double,
-               r=cython.double)
+@cython.locals(n=Py_ssize_t, lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, j=Py_ssize_t)
 cpdef double interp_scalar(double x, xp, fp)
+
+@cython.locals(r=cython.double)
+cdef double _lin(double x, double x0, double x1, double f0, double f1, double slope)
 
 @cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t)
 cdef Py_ssize_t _bracket(double x, const double[::1] xp, Py_ssize_t n, Py_ssize_t j)
 
-@cython.locals(slope=cython.double, r=cython.double)
 cdef double _interp_at(double x, const double[::1] xp, const double[::1] fp, Py_ssize_t n, Py_ssize_t j)
 
 cdef double _interp(double x, const double[::1] xp, const double[::1] fp, Py_ssize_t n)
@@ -55,7 +56,6 @@ cdef class StaticSeq:
 @cython.locals(j=Py_ssize_t, dx=cython.double)
 cdef void _slopes(const double[::1] xp, const double[::1] fp, Py_ssize_t n, double[::1] out)
 
-@cython.locals(slope=cython.double, r=cython.double)
 cdef double _interp_sl(double x, const double[::1] xp, const double[::1] fp, const double[::1] sl, Py_ssize_t j)
 
 @cython.locals(j=Py_ssize_t, j1=Py_ssize_t, j2=Py_ssize_t, x=cython.double, k=cython.double, a=cython.double,
@@ -64,7 +64,10 @@ cdef void _batch_curve(double[::1] acc, double[::1] acc2, const double[::1] g_t,
                        Py_ssize_t n_t, const double[::1] w_of_k, const double[::1] gk, const double[::1] surv,
                        const double[::1] sl1, const double[::1] sl2, Py_ssize_t ng)
 
-@cython.locals(n_t=Py_ssize_t, ng=Py_ssize_t, m=cython.double, need=cython.double, k_need=Py_ssize_t,
+@cython.locals(need=cython.double)
+cpdef Py_ssize_t batches_followed(double lam, double t_end, double a0, double b, Py_ssize_t k_cap)
+
+@cython.locals(n_t=Py_ssize_t, ng=Py_ssize_t, m=cython.double, k_need=Py_ssize_t,
                k_max=Py_ssize_t, full=cython.double, tb=cython.double, i=Py_ssize_t, j=Py_ssize_t, jj=Py_ssize_t,
                q=Py_ssize_t, dt=cython.double, m_max=Py_ssize_t, curve="double[::1]", tau_m=cython.double,
                g_rate=cython.double, g_t="double[::1]", w_of_k="double[::1]", t_last=cython.double,

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - Cython is a build requirement only
     COMPILED = False
 
 __all__ = ["COMPILED", "pairwise_sum", "interp_scalar", "lpt", "lpt_order", "station_loads", "mva",
-           "StaticSeq", "batch_sequence", "static_curves", "static_ttft", "birth_death_csc", "normalise"]
+           "StaticSeq", "batches_followed", "batch_sequence", "static_curves", "static_ttft", "birth_death_csc", "normalise"]
 
 _INF = float("inf")
 
@@ -103,12 +103,17 @@ def interp_scalar(x: float, xp: list, fp: list) -> float:
     j = lo - 1
     if x == xp[j]:
         return fp[j]
-    slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])
-    r = slope * (x - xp[j]) + fp[j]
+    return _lin(x, xp[j], xp[j + 1], fp[j], fp[j + 1], (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j]))
+
+
+def _lin(x: float, x0: float, x1: float, f0: float, f1: float, slope: float) -> float:
+    """numpy ``interp``'s step inside a bracket ``[x0, x1)``: from the left end, else (NaN) from the right end,
+    else (NaN with equal ends) the left value."""
+    r = slope * (x - x0) + f0
     if r != r:
-        r = slope * (x - xp[j + 1]) + fp[j + 1]
-        if r != r and fp[j] == fp[j + 1]:
-            r = fp[j]
+        r = slope * (x - x1) + f1
+        if r != r and f0 == f1:
+            r = f0
     return r
 
 
@@ -133,13 +138,7 @@ def _interp_at(x: float, xp, fp, n: int, j: int) -> float:
     """``np.interp(x, xp[:n], fp[:n])`` given ``j = _bracket(...)`` (valid only for ``xp[0] ≤ x < xp[n − 1]``)."""
     if x == xp[j]:
         return fp[j]
-    slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])
-    r = slope * (x - xp[j]) + fp[j]
-    if r != r:
-        r = slope * (x - xp[j + 1]) + fp[j + 1]
-        if r != r and fp[j] == fp[j + 1]:
-            r = fp[j]
-    return r
+    return _lin(x, xp[j], xp[j + 1], fp[j], fp[j + 1], (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j]))
 
 
 def _interp(x: float, xp, fp, n: int) -> float:
@@ -340,13 +339,7 @@ def _interp_sl(x: float, xp, fp, sl, j: int) -> float:
     """``_interp_at`` with the slope taken from numpy's precomputed table (the same division)."""
     if x == xp[j]:
         return fp[j]
-    slope = sl[j]
-    r = slope * (x - xp[j]) + fp[j]
-    if r != r:
-        r = slope * (x - xp[j + 1]) + fp[j + 1]
-        if r != r and fp[j] == fp[j + 1]:
-            r = fp[j]
-    return r
+    return _lin(x, xp[j], xp[j + 1], fp[j], fp[j + 1], sl[j])
 
 
 def _batch_curve(acc, acc2, g_t, gc: float, ic: int, n_t: int, w_of_k, gk, surv, sl1, sl2, ng: int) -> None:
@@ -382,6 +375,17 @@ def _batch_curve(acc, acc2, g_t, gc: float, ic: int, n_t: int, w_of_k, gk, surv,
         acc2[j] += a
 
 
+def batches_followed(lam: float, t_end: float, a0: float, b: float, k_cap: int) -> int:
+    """Batches whose last member arrives within the grid (fluid.batch_sequence's ``k_need``; NaN only from
+    degenerate input), at most ``k_cap``."""
+    need = lam * _mx(t_end - a0, 0.0) / _mx(b, 1.0)
+    if need != need:
+        return 1
+    if math.isinf(need):
+        return k_cap
+    return int(max(min(math.ceil(need) + 1, k_cap), 1))
+
+
 def batch_sequence(gk, ge, surv, tg, m_fl: float, b: float, a0: float, lam: float, pre_sum: float,
                    pre_max: float, tau0: float, tau1: float, tau_b: list, t_end: float, k_cap: int = 64,
                    n_iter: int = 2) -> StaticSeq:
@@ -395,13 +399,7 @@ def batch_sequence(gk, ge, surv, tg, m_fl: float, b: float, a0: float, lam: floa
     ng = len(gk)
     m = _mx(float(math.floor(m_fl)), 1.0)
     lam = _mx(lam, 1e-300)
-    need = lam * _mx(t_end - a0, 0.0) / _mx(b, 1.0)
-    if need != need:
-        k_need = 1
-    elif math.isinf(need):
-        k_need = k_cap
-    else:
-        k_need = int(max(min(math.ceil(need) + 1, k_cap), 1))
+    k_need = batches_followed(lam, t_end, a0, b, k_cap)
     k_max = k_need
     m_max = len(tau_b)
     # One buffer for every vector (one allocation): w_of_k, the two slope tables, G, live and decoding batches,

@@ -524,14 +524,7 @@ def _batch_sequence(prep, ex, m_fl, b, a0, lam, pre_sum, pre_max, tau0, tau1, l1
                                        tau0, tau1, tau_b, t_end, k_cap, n_iter)
     m = _mx(math.floor(m_fl), 1.0)
     lam = _mx(lam, 1e-300)
-    # Batches whose last member arrives within the grid (fluid.batch_sequence's k_need; NaN only from degenerate input).
-    need = lam * _mx(t_end - a0, 0.0) / _mx(b, 1.0)
-    if need != need:
-        k_need = 1
-    elif math.isinf(need):
-        k_need = k_cap
-    else:
-        k_need = int(max(min(math.ceil(need) + 1, k_cap), 1))
+    k_need = _kernels.batches_followed(lam, t_end, a0, b, k_cap)
     k_max = k_need
     gk_a, ge_a = prep.grid_k, prep.grid_emin
     full = _mx(tau0 + tau1 * b, 1e-300)
