@@ -1,12 +1,13 @@
-"""Optional compiled build of the simulator's hot loop (docs/simulator.md "Compiled hot loop").
+"""Optional compiled build of the hot loops (docs/simulator.md "Compiled hot loop", docs/estimator.md "Speed").
 
 Everything is declared in pyproject.toml; this file only adds the Cython extension modules. The modules are
-ordinary Python (``engine.py``, ``flows.py``) compiled as they are — no separate .pyx — so the pure-Python
-package is the same code and the fallback when no C compiler is present (or ``HYDRA_OPT_PURE_PYTHON=1`` at build
-time). Each build writes ``_compiled_sources.json`` (SHA-256 of the .py and .pxd sources it compiled) next to the
-extensions, so the package can tell a stale extension from a fresh one at import time. The module list and the
-hash come from ``hydra_opt/evaluate/simulator/_accel.py`` itself (stdlib only, loaded by path: the build must not
-import the package and its dependencies), so the build and the import-time check cannot disagree.
+ordinary Python (the simulator's ``engine.py``, ``flows.py``; the estimator's ``_kernels.py``) compiled as they are
+— no separate .pyx — so the pure-Python package is the same code and the fallback when no C compiler is present
+(or ``HYDRA_OPT_PURE_PYTHON=1`` at build time). Each build writes ``_compiled_sources.json`` (SHA-256 of the .py and
+.pxd sources it compiled) next to the extensions, so the package can tell a stale extension from a fresh one at
+import time. The module list and the hash come from ``hydra_opt/evaluate/_accel.py`` itself (stdlib only, loaded by
+path: the build must not import the package and its dependencies), so the build and the import-time check cannot
+disagree.
 """
 
 from __future__ import annotations
@@ -21,19 +22,18 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-_SIM = "hydra_opt.evaluate.simulator"
 
 
 def _load_accel():
-    spec = importlib.util.spec_from_file_location(f"{_SIM}._accel", ROOT / "hydra_opt/evaluate/simulator/_accel.py")
+    spec = importlib.util.spec_from_file_location("hydra_opt.evaluate._accel", ROOT / "hydra_opt/evaluate/_accel.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 _ACCEL = _load_accel()
-#: Modules compiled from their .py sources (the per-task event path; see docs/simulator.md).
-COMPILED = tuple(f"{_SIM}.{name}" for name in _ACCEL.COMPILED_MODULES)
+#: Modules compiled from their .py sources (``hydra_opt.evaluate._accel.COMPILED_MODULES``).
+COMPILED = tuple(f"{pkg}.{name}" for pkg, names in _ACCEL.COMPILED_MODULES.items() for name in names)
 
 
 class OptionalBuildExt(build_ext):
@@ -55,7 +55,7 @@ class OptionalBuildExt(build_ext):
 
     @staticmethod
     def _skip(exc: Exception) -> None:
-        print(f"hydra_opt: compiled simulator not built ({type(exc).__name__}: {exc}); using pure Python",
+        print(f"hydra_opt: compiled modules not built ({type(exc).__name__}: {exc}); using pure Python",
               file=sys.stderr)
 
     def _write_manifest(self) -> None:

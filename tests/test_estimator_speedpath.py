@@ -223,3 +223,37 @@ def test_type_level_lpt_equals_assign_blocks() -> None:
             s0 += c
         own = single._lpt([base[:, k].tolist() for k in range(n_types)], ranges, nb, s0)
         assert own == own_ref[0].tolist()
+
+
+# ------------------------------------------------------------------------------ compiled kernels vs numpy (either build)
+
+
+@pytest.mark.parametrize("case", [0, 2, 5, 6])
+def test_scalar_fluid_kernels_equal_the_numpy_fluid(case: int, monkeypatch) -> None:
+    """The static-batching fluid has two implementations: numpy (pure Python runs it) and ``_kernels``' scalar
+    loops (the compiled build runs them). Every field of the estimate must be the same either way."""
+    model_name, space, wl_name, opt_kw, policies, _ = CASES[case]
+    scn, opts = _run(opt_kw)
+    designs = _spread(space, 4, seed=11, **{k: v for k, v in policies.items() if k != "batching"})
+    for d in designs:
+        got = {}
+        for fast in (False, True):
+            monkeypatch.setattr(single, "_FAST_FLUID", fast)
+            got[fast] = _json_tree(estimate(d, _model(model_name), _workload(wl_name), scenario=scn,
+                                            options=opts).to_dict())
+        assert got[True] == got[False], (d, _same(got[False], got[True])[:5])
+
+
+@pytest.mark.parametrize("kernel", [False, True])
+def test_birth_death_kernel_assembly_equals_spsolve(kernel: bool, monkeypatch) -> None:
+    """The occupancy chain's CSC system assembled by ``_kernels.birth_death_csc`` (compiled builds) or by numpy."""
+    monkeypatch.setattr(markov._kernels, "COMPILED", kernel)
+    rng = np.random.default_rng(5)
+    for t in range(40):
+        k = int(rng.integers(2, 120))
+        b = rng.random(k) * 3.0
+        d = np.maximum.accumulate(rng.random(k) * 5.0 + 0.1)
+        diag = np.zeros(k + 1)
+        diag[:-1] -= b
+        diag[1:] -= d
+        assert np.array_equal(markov._birth_death_spsolve(b, d, diag), markov.birth_death_stationary(b, d))

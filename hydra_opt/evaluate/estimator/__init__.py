@@ -9,6 +9,10 @@ design space (each distinct design once, shared tables cached); ``roofline_estim
 
 from __future__ import annotations
 
+from hydra_opt.evaluate import _accel
+
+_accel.guard(__name__)  # before _kernels is imported (by markov, single): never run a stale compiled module
+
 from hydra_opt.evaluate.estimator.single import estimate
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 from hydra_opt.evaluate.estimator.roofline import roofline_estimate

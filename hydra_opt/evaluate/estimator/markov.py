@@ -25,6 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from hydra_opt.evaluate.estimator import _kernels
+
 try:  # SuperLU's driver behind spsolve (private module; the public path is the fallback)
     from scipy.sparse.linalg._dsolve._superlu import gssv as _gssv
 except ImportError:  # pragma: no cover - scipy layout changed
@@ -76,6 +78,17 @@ def birth_death_stationary(birth: np.ndarray, death: np.ndarray) -> np.ndarray:
     d = np.asarray(death, dtype=np.float64)
     k = b.size
     n = k + 1
+    if _kernels.COMPILED and _gssv is not None and n >= 3:  # the same arrays, assembled in one compiled pass
+        nnz = 4 * n - 4
+        dat, idx, indptr = np.empty(nnz), np.empty(nnz, dtype=np.intc), np.empty(n + 1, dtype=np.intc)
+        _kernels.birth_death_csc(np.ascontiguousarray(b), np.ascontiguousarray(d), dat, idx, indptr)
+        rhs = np.zeros(n)
+        rhs[-1] = 1.0
+        x, info = _gssv(n, nnz, dat, idx, indptr, rhs, 1, options=dict(ColPerm=None))
+        if info == 0:
+            pi = np.empty(n)
+            _kernels.normalise(np.asarray(x, dtype=np.float64).ravel(), pi)
+            return pi
     diag = np.zeros(n)
     diag[:-1] -= b
     diag[1:] -= d

@@ -34,66 +34,21 @@ try:  # numpy's compiled interp: np.interp minus its Python-level argument check
 except ImportError:  # pragma: no cover - older numpy layout
     _vinterp = np.interp
 
+from hydra_opt.evaluate.estimator import _kernels  # noqa: E402
+from hydra_opt.evaluate.estimator._kernels import interp_scalar, pairwise_sum  # noqa: E402
+from hydra_opt.evaluate.estimator._kernels import lpt as _lpt, lpt_order as _lpt_order  # noqa: E402
+from hydra_opt.evaluate.estimator._kernels import mva as _mva, station_loads as _station_loads  # noqa: E402
+
 __all__ = ["estimate", "estimate_one", "pairwise_sum", "interp_scalar"]
+
+#: The static-batching fluid runs as the compiled scalar kernels when ``_kernels`` is compiled (the same numbers
+#: as the numpy code below, which pure Python runs; tests/test_estimator_speedpath.py checks both ways).
+_FAST_FLUID = _kernels.COMPILED
 
 _INF = float("inf")
 
 
-def pairwise_sum(xs: list[float]) -> float:
-    """``np.sum`` of a contiguous float64 vector, reproduced exactly (numpy's pairwise summation, 8 lanes)."""
-    n = len(xs)
-    if n == 0:
-        return 0.0
-    if n < 8:
-        res = -0.0
-        for v in xs:
-            res += v
-        return res
-    if n <= 128:
-        r0, r1, r2, r3, r4, r5, r6, r7 = xs[:8]
-        i = 8
-        stop = n - n % 8
-        while i < stop:
-            r0 += xs[i]
-            r1 += xs[i + 1]
-            r2 += xs[i + 2]
-            r3 += xs[i + 3]
-            r4 += xs[i + 4]
-            r5 += xs[i + 5]
-            r6 += xs[i + 6]
-            r7 += xs[i + 7]
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            res += xs[i]
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return pairwise_sum(xs[:n2]) + pairwise_sum(xs[n2:])
-
-
 _pw = pairwise_sum
-
-
-def interp_scalar(x: float, xp: list[float], fp: list[float]) -> float:
-    """``np.interp`` at one point, reproduced exactly (same bracketing, slope formula and NaN fallbacks)."""
-    if x != x:
-        return x
-    if x < xp[0]:
-        return fp[0]
-    if x >= xp[-1]:
-        return fp[-1]
-    j = bisect.bisect_right(xp, x) - 1
-    if x == xp[j]:
-        return fp[j]
-    slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])
-    r = slope * (x - xp[j]) + fp[j]
-    if r != r:
-        r = slope * (x - xp[j + 1]) + fp[j + 1]
-        if r != r and fp[j] == fp[j + 1]:
-            r = fp[j]
-    return r
 
 
 _interp1 = interp_scalar
@@ -224,28 +179,57 @@ class _Design:
                  "tokens", "admits", "passes", "chunk_extra", "static_sched", "static_batching", "chunked", "task_bps", "n_mem", "mem_limited", "feasible", "gain")
 
 
-def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design | None:
+_TYPES: dict = {}
+
+
+def _type_part(design, prep: core.Prepared, lib, ex: dict, batching: str, b: int, budget: float):
+    """What a design's chiplet *types* determine, whatever their counts: the built types and memory
+    (``materialise``), block-time tables, type columns, LPT orders and family memory sums. Cached per (prepared
+    workload, library, chiplet names, D2D bandwidth, package, DynaCore settings, memory, batching, batch)."""
+    c = design.counts
+    items = c.items() if isinstance(c, dict) else c
+    counts = [(str(n), int(k)) for n, k in items if int(k) > 0]  # materialise's counts
+    key = (id(prep), id(lib), tuple(n for n, _ in counts), design.d2d_bw_gbps, design.grid_w, design.grid_h,
+           design.slot_area_mm2, design.dynacore, design.memory, batching, b, budget)
+    try:
+        hit = _TYPES.get(key)
+    except TypeError:  # unhashable settings: no sharing
+        key, hit = None, None
+    if hit is not None and hit[0] is prep and hit[1] is lib:
+        return counts, hit[2]
     hw = materialise(design, lib)
-    counts = list(hw.counts)
-    if not counts:
-        return None
-    ex = _extras(prep)
-    d2d = float(design.d2d_bw_gbps)
+    if not hw.counts:
+        return counts, None
     mem = hw.memory
-    n_mem = int(design.n_mem)
-    b = int(design.max_batch)
-    batching = str(design.batching)
     chips = list(hw.chiplets)
-    task_bw = min(d2d, float(mem.bw_gbps))
-    budget = float(prep.scenario.token_budget)
+    task_bw = min(float(design.d2d_bw_gbps), float(mem.bw_gbps))
     tables = [core.type_table(prep, c, batching, b, task_bw, budget) for c in chips]
     tkeys = tuple((c.name, c.d2d_bw_gbps, batching, b, task_bw, budget) for c in chips)
+    cols, orders = _type_columns(prep, ex, chips, tables, tkeys)
+    part = (mem, chips, tables, cols, orders, _family_sums(prep, ex, tables[0], tkeys[0]))
+    if key is not None:
+        if len(_TYPES) > 20000:
+            _TYPES.clear()
+        _TYPES[key] = (prep, lib, part)
+    return counts, part
+
+
+def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design | None:
+    ex = _extras(prep)
+    b = int(design.max_batch)
+    batching = str(design.batching)
+    budget = float(prep.scenario.token_budget)
+    counts, part = _type_part(design, prep, lib, ex, batching, b, budget)
+    if part is None:
+        return None
+    mem, chips, tables, cols, orders, sums = part
+    d2d = float(design.d2d_bw_gbps)
+    n_mem = int(design.n_mem)
     out = _Design()
     out.counts = [n for _, n in counts]
     out.names = [name for name, _ in counts]
-    out.cols, out.orders = _type_columns(prep, ex, chips, tables, tkeys)
+    out.cols, out.orders = cols, orders
     groups = core.family_memory_groups(design, prep, n_mem, preset=prep.scenario.placement_preset, library=lib)
-    sums = _family_sums(prep, ex, tables[0], tkeys[0])
 
     def eff_bytes(kind: str) -> float:
         worst = 0.0
@@ -294,71 +278,6 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
 # Solver
 
 
-def _lpt_order(ref: list[list[float]], nb: int) -> list[int]:
-    """Blocks by decreasing fastest eligible time (ineligible everywhere counts as 0), stable."""
-    inf = _INF
-    key = []
-    for blk in range(nb):
-        f = min(col[blk] for col in ref)
-        key.append(f if f != inf else 0.0)
-    return sorted(range(nb), key=lambda j: -key[j])
-
-
-def _lpt(ref: list[list[float]], ranges: list[tuple[int, int, int]], nb: int, ns: int,
-         order: list[int] | None = None) -> list[int]:
-    """``capacities.assign_blocks`` for stations grouped by type (identical columns inside a type).
-
-    Same greedy and tie-breaking: blocks by decreasing fastest eligible time (stable), each to the first station
-    with the smallest ``load + time``. Inside a type that is the least-loaded station, unless an earlier one's load
-    differs by less than the rounding of the sum (then the exact comparison decides, as the reference does).
-    """
-    inf = _INF
-    if order is None:
-        order = _lpt_order([ref[k] for _, _, k in ranges], nb)
-    groups = [(s0, [0.0] * (s1 - s0), ref[k]) for s0, s1, k in ranges]
-    owner = [0] * nb
-    for blk in order:
-        best, bv, br, bl, bi = -1, inf, inf, None, 0
-        for s0, loads, col in groups:
-            r = col[blk]
-            if r == inf:
-                i, v = 0, inf
-            else:
-                lmin = min(loads)
-                v = lmin + r
-                i = loads.index(lmin)
-                if i and min(loads[:i]) <= lmin + 2.0 * math.ulp(v):
-                    for j in range(i):
-                        if loads[j] + r == v:
-                            i = j
-                            break
-            if best < 0 or v < bv:
-                best, bv, br, bl, bi = s0 + i, v, r, loads, i
-        if br != inf:
-            bl[bi] += br
-        owner[blk] = best
-    return owner
-
-
-def _station_loads(owner: list[int], cols: list, qs: tuple[int, int, int], st_type: list[int], ns: int):
-    """Per-station sums of the owned blocks' (finite) times for three columns, in block order (the array path's
-    sum over blocks is sequential, and adding its zeros changes nothing)."""
-    qa, qb, qc = qs
-    a, b, c = [0.0] * ns, [0.0] * ns, [0.0] * ns
-    for blk, s in enumerate(owner):
-        col = cols[st_type[s]]
-        v = col[qa][blk]
-        if v - v == 0.0:  # finite
-            a[s] += v
-        v = col[qb][blk]
-        if v - v == 0.0:
-            b[s] += v
-        v = col[qc][blk]
-        if v - v == 0.0:
-            c[s] += v
-    return a, b, c
-
-
 def _balance(loads: list[float], st_type: list[int], n_types: int, eff: float) -> list[float]:
     """``capacities.balance_within_types`` for one design."""
     out = list(loads)
@@ -377,37 +296,6 @@ def _balance(loads: list[float], st_type: list[int], n_types: int, eff: float) -
             if st_type[s] == k:
                 out[s] = eff * mean + (1.0 - eff) * loads[s]
     return out
-
-
-def _mva(demands: list[list[float]], m_max: int, rows_needed: tuple[int, int]):
-    """Exact MVA of three demand vectors: X(n) for n = 1..m_max per vector, and curve 0's queue rows.
-
-    Same recursion and summation order as the array version (``R_s = D_s(1 + Q_s)``, ``X = n / ΣR_s`` with
-    numpy's pairwise sum, ``Q_s = X·R_s``), in Python floats. Stations with the same demands (a type's chiplets
-    that got the same blocks) have the same ``R_s`` and ``Q_s``, so they are computed once and only the sum runs
-    over every station.
-    """
-    uniq: dict[tuple[float, float, float], int] = {}
-    smap = [uniq.setdefault(key, len(uniq)) for key in zip(*demands)]
-    ukeys = list(uniq)
-    curves = []
-    qrows: dict[int, list[float]] = {}
-    for c in range(len(demands)):
-        d = [key[c] for key in ukeys]
-        q = [0.0] * len(d)
-        if c == 0:
-            qrows[0] = [0.0] * len(smap)
-        xs = []
-        for n in range(1, m_max + 1):
-            r = [a * (1.0 + b) for a, b in zip(d, q)]
-            tot = _pw([r[k] for k in smap])
-            x = n / (tot if tot >= 1e-300 or tot != tot else 1e-300)
-            q = [x * v for v in r]
-            xs.append(x)
-            if c == 0 and n in rows_needed:
-                qrows[n] = [q[k] for k in smap]
-        curves.append(xs)
-    return curves, qrows
 
 
 def _service_rates(curve: list[float], n_adm: int, u: float, bsz: float, m: float, x_hbm: float, admits: float,
@@ -681,23 +569,18 @@ def _result(di: _Design, prep: core.Prepared, ctx: dict, run: dict, demand: list
 
 def _batch_sequence(prep, ex, m_fl, b, a0, lam, pre_sum, pre_max, tau0, tau1, l1, e_l1, tau_b, t_end,
                     k_cap: int = 64, n_iter: int = 2, n_t: int = 96) -> dict:
+    if _FAST_FLUID:
+        surv, tg = _fluid_grids(prep, b, t_end, n_t)
+        return _kernels.batch_sequence(prep.grid_k, prep.grid_emin, surv, tg, m_fl, b, a0, lam, pre_sum, pre_max,
+                                       tau0, tau1, tau_b, t_end, k_cap, n_iter)
     m = _mx(math.floor(m_fl), 1.0)
     lam = _mx(lam, 1e-300)
-    # Batches whose last member arrives within the grid (fluid.batch_sequence's k_need; NaN only from degenerate input).
-    need = lam * _mx(t_end - a0, 0.0) / _mx(b, 1.0)
-    if need != need:
-        k_need = 1
-    elif math.isinf(need):
-        k_need = k_cap
-    else:
-        k_need = int(max(min(math.ceil(need) + 1, k_cap), 1))
+    k_need = _kernels.batches_followed(lam, t_end, a0, b, k_cap)
     k_max = k_need
     gk_a, ge_a = prep.grid_k, prep.grid_emin
     full = _mx(tau0 + tau1 * b, 1e-300)
     w_of_k = (tau0 * gk_a + tau1 * b * ge_a) / full
-    surv = _cached(("surv", id(prep), b), lambda: (1.0 - prep.grid_cdf[None, :] ** np.array([b])[:, None])[0],
-                   prep)  # P(batch alive after K passes), as fluid.batch_sequence computes it
-    tg = _cached(("tg", t_end, n_t), lambda: np.linspace(0.0, t_end, n_t))
+    surv, tg = _fluid_grids(prep, b, t_end, n_t)
     tg_l = _cached(("tgl", t_end, n_t), lambda: tg.tolist())
     dt = tg[1] - tg[0]
     m_max = len(tau_b)
@@ -765,6 +648,14 @@ def _batch_sequence(prep, ex, m_fl, b, a0, lam, pre_sum, pre_max, tau0, tau1, l1
     return dict(form=form, first=first, t=tg, G=g_t, g_rate_end=1.0 / tau_m, w_of_k=w_of_k, k_used=k_need, lam=lam)
 
 
+def _fluid_grids(prep, b, t_end, n_t) -> tuple[np.ndarray, np.ndarray]:
+    """P(batch alive after K passes) on the order-statistics grid (as fluid.batch_sequence computes it) and the
+    time grid; cached."""
+    surv = _cached(("surv", id(prep), b), lambda: (1.0 - prep.grid_cdf[None, :] ** np.array([b])[:, None])[0],
+                   prep)
+    return surv, _cached(("tg", t_end, n_t), lambda: np.linspace(0.0, t_end, n_t))
+
+
 def _add_batches(acc, batches, g_t, w_of_k, gk, surv, idx, *, ones: bool) -> np.ndarray:
     """Add the batches' expected-live curves to ``acc`` one after another, in batch order (as
     ``fluid._sweep_one`` does batch by batch): ``a_i(t) = P(alive)`` from the prefill completion index ``ic`` on,
@@ -784,6 +675,8 @@ def _add_batches(acc, batches, g_t, w_of_k, gk, surv, idx, *, ones: bool) -> np.
 
 def _static_curves(ex, seq, b, r_tok, feasible, w0, w1) -> tuple[float, float]:
     """Cumulative tokens at ``w0`` and ``w1`` of a static-batching batch sequence."""
+    if type(seq) is _kernels.StaticSeq:
+        return _kernels.static_curves(seq, ex["prep"].grid_k, ex["prep"].grid_emin, b, r_tok, feasible, w0, w1)
     if not feasible:
         return 0.0, 0.0
     tt = np.array([w0, w1])
@@ -803,6 +696,8 @@ def _static_curves(ex, seq, b, r_tok, feasible, w0, w1) -> tuple[float, float]:
 
 def _static_ttft(seq, b_f, a0, lam_raw, r_adm, pre_sum, feasible, t0, t1, horizon, from_) -> float:
     """Mean TTFT of the requests arriving in the window ``[t0, t1]`` under a static-batching batch sequence."""
+    if type(seq) is _kernels.StaticSeq:
+        return _kernels.static_ttft(seq, b_f, a0, r_adm, pre_sum, feasible, t0, t1, horizon, from_ == "arrival")
     if not feasible:
         return float("nan")
     lam = seq["lam"]
