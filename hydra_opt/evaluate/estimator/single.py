@@ -176,7 +176,7 @@ class _Design:
     """One design's inputs at chiplet-type level (what the solver needs)."""
 
     __slots__ = ("counts", "names", "cols", "orders", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch",
-                 "tokens", "admits", "passes", "chunk_extra", "static_sched", "static_batching", "chunked", "task_bps", "n_mem", "mem_limited", "feasible", "gain")
+                 "tokens", "admits", "passes", "chunk_extra", "static_sched", "static_batching", "chunked", "mem_limited", "feasible", "gain")
 
 
 _TYPES: dict = {}
@@ -257,8 +257,6 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
     # core.hbm_port_cap_gbps: Σ over the ring memories of min(interface, reach × link) (numpy's sum).
     hbm = _pw([_mn(mem_bw, r * d2d) for r in core._memory_link_reach(n_mem, gw, gh)])
     out.hbm_bps = hbm * 1e9
-    out.task_bps = task_bw * 1e9
-    out.n_mem = n_mem
     gain = 1.0
     lend = prep.scenario.lend
     if lend and str(design.scheduler) == "elastic":
@@ -470,7 +468,7 @@ def _stream_model(di: _Design, prep: core.Prepared, ctx: dict) -> streams.Stream
     k_max = _mn(bsz, _mx(1.0, math.floor(budget / _mx(st.prompt_mean_tok, 1.0))))
     w = (k_max - 1.0) / _mx(bsz - 1.0, 1.0)
     pre_k = [p1 + w * (pr - p1) for p1, pr in zip(ld["pre1"], ld["pre_ref"])]
-    (curve_p,), _ = _mva([pre_k], m_max, (0, 0))
+    (curve_p, _, _), _ = _mva([pre_k, pre_k, pre_k], m_max, (0, 0))  # the kernel takes three demand vectors
     pre_rate = _interp1(m, ctx["xp"], curve_p) * k_max if di.feasible else 0.0
     tau0, tau1 = ctx["taus"](m)  # the decode-only MVA of _solve at m batches, linear in the members
     return streams.StreamModel(streams.StreamInputs(
