@@ -31,7 +31,7 @@ cdef class Engine:
     cdef public list queues, p_native, p_lent
     cdef public long long[::1] load
     cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist
-    cdef public long long el_spread, el_margin
+    cdef public long long el_spread, el_margin, el_over
     cdef public double el_w
     cdef public Py_ssize_t el_nk, victim
     cdef public bint elastic, el_lend
@@ -40,6 +40,7 @@ cdef class Engine:
     cdef public list h_o
     cdef public Py_ssize_t h_n
     cdef public double now
+    cdef public double stale_t
     cdef public double link_bps
     cdef public double energy_dyn
     cdef public double hop_s
@@ -69,11 +70,16 @@ cdef class Engine:
     @cython.locals(i=Py_ssize_t, p=Py_ssize_t, tp=cython.double, ht="double[::1]", hs="long long[::1]",
                    hk="long long[::1]", hv="long long[::1]", ho=list)
     cpdef _hpush(self, double t, long long seq, long long kind, obj, long long ver)
-    @cython.locals(i=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, t=cython.double, seq="long long", kind="long long",
-                   ver="long long", ht="double[::1]", hs="long long[::1]", hk="long long[::1]", hv="long long[::1]",
-                   ho=list)
+    @cython.locals(n=Py_ssize_t, ho=list, f=Flow)
     cpdef _hpop(self)
-    @cython.locals(task=_Part, seq="long long", f=Flow)
+    @cython.locals(i=Py_ssize_t)
+    cpdef _hmove(self, Flow f, long long seq)
+    @cython.locals(i0=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, tp=cython.double, ht="double[::1]",
+                   hs="long long[::1]", hk="long long[::1]", hv="long long[::1]", ho=list, f=Flow)
+    cdef void _hplace(self, Py_ssize_t i, double t, long long seq, long long kind, long long ver, obj)
+    @cython.locals(seq="long long", f=Flow)
+    cpdef _retimed(self, list out)
+    @cython.locals(task=_Part)
     cpdef _drain(self, Flow flow)
     @cython.locals(lb="double[::1]", nb=cython.double, r=Py_ssize_t)
     cpdef _account(self, _Part task)
@@ -92,6 +98,8 @@ cdef class Engine:
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
                    native=bint, d="long long")
     cpdef _el_steal(self, Py_ssize_t idle)
+    @cython.locals(was="long long")
+    cdef void _load_add(self, Py_ssize_t c, long long d)
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
                    cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,
                    prev=Py_ssize_t, seq="long long", f=Flow, flows=EqualShareFlows, nb=Py_ssize_t, oc=Py_ssize_t,

@@ -11,6 +11,7 @@ cdef class Flow:
     cdef public tuple res
     cdef public double rem, rate, t_last, cap, lat, due
     cdef public long long ver
+    cdef public Py_ssize_t hpos
 
 
 cdef class EqualShareFlows:

@@ -49,9 +49,10 @@ class Flow:
         lat: Delivery latency added to the drain time, s.
         due: Delivery time at the current rate, s.
         task: The caller's payload (the engine's task).
+        hpos: The compiled engine's event-heap slot of its delivery event (-1: none; the engine's to keep).
     """
 
-    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task")
+    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos")
 
     def __init__(self, fid, res, rem, now, cap, lat, task):
         self.fid = fid
@@ -64,6 +65,7 @@ class Flow:
         self.lat = lat
         self.due = 0.0
         self.task = task
+        self.hpos = -1
 
 
 class EqualShareFlows:
