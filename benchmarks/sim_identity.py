@@ -60,13 +60,15 @@ def cases(quick: bool):
                             continue
                         d = d0.with_overrides({"batching": bat, "scheduler": sch})
                         yield (f"{ds}-{kind}-{pl}/{bat}/{sch}",
-                               dict(design=d, model="nemotron-h-4b", workload={"lw": "hydra-longwriter"}.get(ds, f"hydra-{ds}"), scenario=paper))
+                               dict(design=d, model="nemotron-h-4b", scenario=paper,
+                                    workload={"lw": "hydra-longwriter"}.get(ds, f"hydra-{ds}")))
     d = load_design(DESIGNS / "fig10-nemotron-h-4b-chat-mt-cp.yaml")
     variants = [
         ("lend", {"scheduler": "elastic"}, paper.with_(lend=True), {}),
         ("lend-cont", {"scheduler": "elastic", "batching": "continuous"}, paper.with_(lend=True), {}),
         ("equal", {"scheduler": "elastic"}, paper, {"sharing": "equal"}),
-        ("maxmin", {"scheduler": "elastic", "batching": "continuous"}, paper.with_(horizon_s=1.0), {"sharing": "maxmin"}),
+        ("maxmin", {"scheduler": "elastic", "batching": "continuous"}, paper.with_(horizon_s=1.0),
+         {"sharing": "maxmin"}),
         ("none", {"batching": "continuous"}, paper, {"sharing": "none"}),
         ("fuse", {}, paper, {"fuse_blocks": True}),
         ("fuse-elastic", {"scheduler": "elastic"}, paper, {"fuse_blocks": True}),

@@ -176,7 +176,8 @@ def report(args, sim: dict, ins: dict, floor_ins: float | None, est: dict | None
         "",
         f"Command: `{cmd}`",
         "",
-        f"Commit `{commit}`{'' if _TREE == str(ROOT) else f' (hydra_opt from {_TREE})'}; compiled simulator modules {compiled_modules()}; python {sys.version.split()[0]} on "
+        f"Commit `{commit}`{'' if _TREE == str(ROOT) else f' (hydra_opt from {_TREE})'}; compiled simulator "
+        f"modules {compiled_modules()}; python {sys.version.split()[0]} on "
         f"{os.cpu_count()} CPUs; load average (1/5/15 min) {loads[0]} at start, {loads[1]} at end; "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",

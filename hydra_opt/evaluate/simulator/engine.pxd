@@ -10,7 +10,8 @@ cdef double _INF
 
 
 cdef class _Part:
-    cdef public object batch, phase, rids, epochs, family, mem_xy, seg, omap, qs
+    cdef public object batch, phase, family, mem_xy
+    cdef public list rids, epochs, seg, omap, qs
     cdef public tuple res
     cdef public double[::1] vals
     cdef public Py_ssize_t pid, block, prev_chip, chip, end
@@ -19,12 +20,15 @@ cdef class _Part:
 
 
 cdef class Engine:
-    cdef public object K, T, admit_t, arr, batcher, batches, bc_path, bin_s, bins, block_mem, block_mem_xy, block_node
-    cdef public object caps, chip_lat, chip_node, ctype, discarded, epoch, families, finish_t, first_bs
-    cdef public object first_t, flow_task, gen, heap, hook_cache, hooks, hopm, max_batch, max_batches
-    cdef public object mem, mem_int, mesh, model, n, n_arrived, n_done, n_rejected, net, next_bid, npre, opt, out
-    cdef public object port_bw, port_res, preempt_events, prompt, queue, res_path, run_task, running, sched, scn, seg_end
-    cdef public object sharing, stage, static_map, status, sys, token_n, token_t, view, where, pdone
+    cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, caps, chip_lat, chip_node, ctype
+    cdef public list epoch, families, finish_t, first_bs, first_t, gen, heap, hopm, mem_int, npre, out, prompt
+    cdef public list run_task, stage, status, token_n, token_t, where, pdone
+    cdef public object K, T, batcher, batches, bin_s, bins
+    cdef public object discarded
+    cdef public object flow_task, hook_cache, hooks, max_batch, max_batches
+    cdef public object mem, mesh, model, n, n_arrived, n_done, n_rejected, net, next_bid, opt
+    cdef public object port_bw, port_res, preempt_events, queue, res_path, running, sched, scn, seg_end
+    cdef public object sharing, static_map, sys, view
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
     cdef public double[::1] busy_s, link_bytes
@@ -108,3 +112,9 @@ cdef class Engine:
     @cython.locals(c=Py_ssize_t, blk=Py_ssize_t, busy="long long[::1]")
     cpdef _finish(self, _Part part)
     cpdef _end_part(self, _Part part)
+    cpdef _sample_mem(self)
+    cpdef _try_form(self)
+    cpdef _start_decode(self, b)
+    cpdef _decode_part(self, b, list rids)
+    cpdef _complete(self, Py_ssize_t r, b)
+    cpdef _admit(self, Py_ssize_t r, b)
