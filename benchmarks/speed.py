@@ -122,6 +122,17 @@ def floor_instructions(n: int) -> float | None:
     return (totals[0] - totals[1]) / n
 
 
+def callgrind_figures(args) -> tuple[dict, float | None]:
+    """Instructions per event of every policy and of the heapq floor; ``--jobs`` callgrind processes at once (each
+    is single-threaded and its counts do not depend on the load)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        got = dict(zip(POLICIES, pool.map(lambda p: sps.instructions(args.ins_seconds, *p), POLICIES)))
+    base = got.get(POLICIES[0])
+    return got, floor_instructions(base[0]) if base else None
+
+
 def estimator_figures(runs: int, n_single: int, n_space: int | None) -> dict:
     """Warm single ms/design, cold first call s, and the Llama-3 space wall s (``estimator_solver``'s protocol)."""
     import numpy as np
@@ -251,6 +262,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=100.0, help="simulated seconds per timed run")
     ap.add_argument("--instructions", action="store_true", help="also count instructions with callgrind (slow)")
     ap.add_argument("--ins-seconds", type=float, default=12.0, help="simulated seconds of the callgrind runs")
+    ap.add_argument("--jobs", type=int, default=1, help="callgrind processes run at once")
     ap.add_argument("--skip-estimator", action="store_true")
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 repeat, 1 simulated s, small estimator set")
     ap.add_argument("--out", help="markdown output (default benchmarks/results/speed.md; none with --quick)")
@@ -266,8 +278,7 @@ def main(argv=None) -> int:
                             cwd=_TREE).stdout.strip() or f"tree {_TREE}"
     load0 = _load()
     sim = sim_figures(args.seconds, args.repeats)
-    ins = {p: sps.instructions(args.ins_seconds, *p) for p in POLICIES} if args.instructions else {}
-    floor_ins = floor_instructions(ins[POLICIES[0]][0]) if ins.get(POLICIES[0]) else None
+    ins, floor_ins = callgrind_figures(args) if args.instructions else ({}, None)
     est = None
     if not args.skip_estimator:
         est = (estimator_figures(1, 10, 50) if args.quick else estimator_figures(max(5, args.repeats), 200, None))
