@@ -44,7 +44,7 @@ LOOP_SYMBOL = "__pyx_f_9hydra_opt_8evaluate_9simulator_6engine_6Engine__loop"
 # Parts of the loop reported from callgrind (inclusive instructions; they nest, so shares do not add up to 100 %).
 PARTS = {
     "flow model (flows.start + flows.finish)": ("EqualShareFlows_start", "EqualShareFlows_finish"),
-    "event heap (_hpush + _hpop)": ("Engine__hpush", "Engine__hpop"),
+    "event heap (_hpush + _hpop + _hmove)": ("Engine__hpush", "Engine__hpop", "Engine__hmove"),
     "pass boundaries (_end_part: tokens, batching, next pass)": ("Engine__end_part",),
     "scheduling (_el_choose + _el_steal)": ("Engine__el_choose", "Engine__el_steal"),
 }

@@ -10,7 +10,8 @@ cdef double _INF
 
 
 cdef class _Part:
-    cdef public object batch, phase, rids, epochs, family, mem_xy, seg, omap, qs
+    cdef public object batch, phase, family, mem_xy
+    cdef public list rids, epochs, seg, omap, qs
     cdef public tuple res
     cdef public double[::1] vals
     cdef public Py_ssize_t pid, block, prev_chip, chip, end
@@ -19,19 +20,22 @@ cdef class _Part:
 
 
 cdef class Engine:
-    cdef public object K, T, admit_t, arr, batcher, batches, bc_path, bin_s, bins, block_mem, block_mem_xy, block_node
-    cdef public object caps, chip_lat, chip_node, ctype, discarded, epoch, families, finish_t, first_bs
-    cdef public object first_t, flow_task, gen, heap, hook_cache, hooks, hopm, max_batch, max_batches
-    cdef public object mem, mem_int, mesh, model, n, n_arrived, n_done, n_rejected, net, next_bid, npre, opt, out
-    cdef public object port_bw, port_res, preempt_events, prompt, queue, res_path, run_task, running, sched, scn, seg_end
-    cdef public object sharing, stage, static_map, status, sys, token_n, token_t, view, where, pdone
+    cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, caps, chip_lat, chip_node, ctype
+    cdef public list epoch, families, finish_t, first_bs, first_t, gen, heap, hopm, mem_int, npre, out, prompt
+    cdef public list run_task, stage, status, token_n, token_t, where, pdone
+    cdef public object K, T, batcher, batches, bin_s, bins
+    cdef public object discarded
+    cdef public object flow_task, hook_cache, hooks, max_batch, max_batches
+    cdef public object mem, mesh, model, n, n_arrived, n_done, n_rejected, net, next_bid, opt
+    cdef public object port_bw, port_res, preempt_events, queue, res_path, running, sched, scn, seg_end
+    cdef public object sharing, static_map, sys, view
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
     cdef public double[::1] busy_s, link_bytes
     cdef public list queues, p_native, p_lent
     cdef public long long[::1] load
     cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist
-    cdef public long long el_spread, el_margin
+    cdef public long long el_spread, el_margin, el_over
     cdef public double el_w
     cdef public Py_ssize_t el_nk, victim
     cdef public bint elastic, el_lend
@@ -40,6 +44,7 @@ cdef class Engine:
     cdef public list h_o
     cdef public Py_ssize_t h_n
     cdef public double now
+    cdef public double stale_t
     cdef public double link_bps
     cdef public double energy_dyn
     cdef public double hop_s
@@ -69,11 +74,16 @@ cdef class Engine:
     @cython.locals(i=Py_ssize_t, p=Py_ssize_t, tp=cython.double, ht="double[::1]", hs="long long[::1]",
                    hk="long long[::1]", hv="long long[::1]", ho=list)
     cpdef _hpush(self, double t, long long seq, long long kind, obj, long long ver)
-    @cython.locals(i=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, t=cython.double, seq="long long", kind="long long",
-                   ver="long long", ht="double[::1]", hs="long long[::1]", hk="long long[::1]", hv="long long[::1]",
-                   ho=list)
+    @cython.locals(n=Py_ssize_t, ho=list, f=Flow)
     cpdef _hpop(self)
-    @cython.locals(task=_Part, seq="long long", f=Flow)
+    @cython.locals(i=Py_ssize_t)
+    cpdef _hmove(self, Flow f, long long seq)
+    @cython.locals(i0=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, tp=cython.double, ht="double[::1]",
+                   hs="long long[::1]", hk="long long[::1]", hv="long long[::1]", ho=list, f=Flow)
+    cdef void _hplace(self, Py_ssize_t i, double t, long long seq, long long kind, long long ver, obj)
+    @cython.locals(seq="long long", f=Flow)
+    cpdef _retimed(self, list out)
+    @cython.locals(task=_Part)
     cpdef _drain(self, Flow flow)
     @cython.locals(lb="double[::1]", nb=cython.double, r=Py_ssize_t)
     cpdef _account(self, _Part task)
@@ -92,6 +102,8 @@ cdef class Engine:
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
                    native=bint, d="long long")
     cpdef _el_steal(self, Py_ssize_t idle)
+    @cython.locals(was="long long")
+    cdef void _load_add(self, Py_ssize_t c, long long d)
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
                    cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,
                    prev=Py_ssize_t, seq="long long", f=Flow, flows=EqualShareFlows, nb=Py_ssize_t, oc=Py_ssize_t,
@@ -100,3 +112,9 @@ cdef class Engine:
     @cython.locals(c=Py_ssize_t, blk=Py_ssize_t, busy="long long[::1]")
     cpdef _finish(self, _Part part)
     cpdef _end_part(self, _Part part)
+    cpdef _sample_mem(self)
+    cpdef _try_form(self)
+    cpdef _start_decode(self, b)
+    cpdef _decode_part(self, b, list rids)
+    cpdef _complete(self, Py_ssize_t r, b)
+    cpdef _admit(self, Py_ssize_t r, b)

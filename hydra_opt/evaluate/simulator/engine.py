@@ -240,6 +240,7 @@ class Engine:
         self._checks = 0  # debug-mode invariant checks run so far
         self.seq = 0
         self.now = 0.0
+        self.stale_t = 0.0  # compiled heap: latest delivery time superseded in place (see _hmove)
         self.events = 0
 
     # ------------------------------------------------------------------------------------------------- main loop
@@ -257,7 +258,9 @@ class Engine:
         finally:
             if gc_was_enabled:
                 gc.enable()
-        end = self.now if horizon == _INF else horizon
+        end = horizon
+        if horizon == _INF:  # the clock of the last entry popped (pure Python pops superseded ones too)
+            end = self.now if self.now >= self.stale_t else self.stale_t
         if net is not None and end > net.now_s:
             net.advance(end)
         return self._raw(end, time.perf_counter() - wall0)
@@ -346,7 +349,36 @@ class Engine:
         i = self.h_n
         if i == len(self.h_o):
             self._hgrow()
+        self.h_n += 1
+        self._hplace(i, t, seq, kind, ver, obj)
+
+    def _hpop(self) -> None:
+        """Remove the first event (compiled heap; the caller has read it at index 0)."""
+        if self.h_k[0] == _EV_DRAIN:
+            f = self.h_o[0]
+            f.hpos = -1
+        n = self.h_n - 1
+        self.h_n = n
+        ho = self.h_o
+        obj = ho[n]
+        ho[n] = None
+        if n:
+            self._hplace(0, self.h_t[n], self.h_s[n], self.h_k[n], self.h_v[n], obj)
+
+    def _hmove(self, f, seq: int) -> None:
+        """Re-time flow ``f``'s delivery event in place (compiled heap): no superseded entry is left to pop. The
+        latest superseded time is kept (``stale_t``): with no horizon the pure loop's clock ends there."""
+        i = f.hpos
+        if self.h_t[i] > self.stale_t:
+            self.stale_t = self.h_t[i]
+        self._hplace(i, f.due, seq, _EV_DRAIN, f.ver, f)
+
+    def _hplace(self, i: int, t: float, seq: int, kind: int, ver: int, obj) -> None:
+        """Put an entry into the free slot ``i`` of the compiled heap and restore the heap order (sift up, else
+        down), keeping every flow's ``hpos``."""
         ht, hs, hk, hv, ho = self.h_t, self.h_s, self.h_k, self.h_v, self.h_o
+        n = self.h_n
+        i0 = i
         while i > 0:  # sift up
             p = (i - 1) >> 1
             tp = ht[p]
@@ -357,47 +389,36 @@ class Engine:
             hk[i] = hk[p]
             hv[i] = hv[p]
             ho[i] = ho[p]
+            if hk[i] == _EV_DRAIN:
+                f = ho[i]
+                f.hpos = i
             i = p
+        if i == i0:
+            while True:  # sift down
+                c = 2 * i + 1
+                if c >= n:
+                    break
+                if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hs[c + 1] < hs[c])):
+                    c += 1
+                if t < ht[c] or (t == ht[c] and seq < hs[c]):
+                    break
+                ht[i] = ht[c]
+                hs[i] = hs[c]
+                hk[i] = hk[c]
+                hv[i] = hv[c]
+                ho[i] = ho[c]
+                if hk[i] == _EV_DRAIN:
+                    f = ho[i]
+                    f.hpos = i
+                i = c
         ht[i] = t
         hs[i] = seq
         hk[i] = kind
         hv[i] = ver
         ho[i] = obj
-        self.h_n += 1
-
-    def _hpop(self) -> None:
-        """Remove the first event (compiled heap; the caller has read it at index 0)."""
-        n = self.h_n - 1
-        self.h_n = n
-        ht, hs, hk, hv, ho = self.h_t, self.h_s, self.h_k, self.h_v, self.h_o
-        t = ht[n]
-        seq = hs[n]
-        kind = hk[n]
-        ver = hv[n]
-        obj = ho[n]
-        ho[n] = None
-        if n == 0:
-            return
-        i = 0
-        while True:  # sift the last entry down from the root
-            c = 2 * i + 1
-            if c >= n:
-                break
-            if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hs[c + 1] < hs[c])):
-                c += 1
-            if t < ht[c] or (t == ht[c] and seq < hs[c]):
-                break
-            ht[i] = ht[c]
-            hs[i] = hs[c]
-            hk[i] = hk[c]
-            hv[i] = hv[c]
-            ho[i] = ho[c]
-            i = c
-        ht[i] = t
-        hs[i] = seq
-        hk[i] = kind
-        hv[i] = ver
-        ho[i] = obj
+        if kind == _EV_DRAIN:
+            f = obj
+            f.hpos = i
 
     def _hgrow(self) -> None:
         """Double the compiled heap's arrays (new arrays: a buffer in use by a memoryview cannot be resized)."""
@@ -417,14 +438,22 @@ class Engine:
     def _drain(self, flow) -> None:
         """An equal-share flow was delivered: free its share (re-timing its neighbours) and end its task."""
         task = flow.task
-        seq = self.seq
-        for f in self.flows.finish(flow, self.now):
-            seq += 1
-            self._hpush(f.due, seq, _EV_DRAIN, f, f.ver)
-        self.seq = seq
+        self._retimed(self.flows.finish(flow, self.now))
         self._account(task)
         task.flow_open = False
         self._finish(task)
+
+    def _retimed(self, out: list) -> None:
+        """Delivery events of the flows the flow model (re-)timed: a new entry each (pure Python: the flow's
+        superseded entry stays, its version no longer matches), or the compiled heap's entry moved in place."""
+        seq = self.seq
+        for f in out:
+            seq += 1
+            if f.hpos >= 0:
+                self._hmove(f, seq)
+            else:
+                self._hpush(f.due, seq, _EV_DRAIN, f, f.ver)
+        self.seq = seq
 
     def _account(self, task) -> None:
         lb = self.link_bytes
@@ -724,6 +753,7 @@ class Engine:
         self.p_lent = [scheduler._pool(self.families[b], p, view)[1] for p in _PHASES for b in range(nb)]
         self.el_serves = array("q", [int(k in view.serves[c]) for c in range(nc) for k in keys])
         self.el_famok = array("q", [int(k[0] in {f for f, _ in view.serves[c]}) for c in range(nc) for k in keys])
+        self.el_over = self.nc if self.el_spread <= 0 else 0  # chiplets with load >= spread (_load_add)
         self.el_dist = array("q", [manhattan(view.xy[c], self.block_mem_xy[b]) for b in range(nb) for c in range(nc)])
 
     def _el_min(self, cands: list, blk: int) -> int:
@@ -778,6 +808,9 @@ class Engine:
         lend = self.el_lend
         best = None
         bv = -1
+        if self.el_over == 0:  # no chiplet holds `spread` tasks: none can be a victim (the scan below finds none)
+            self.victim = bv
+            return best
         bl = 0
         bd = 0
         for victim in range(nc):
@@ -804,6 +837,14 @@ class Engine:
         self.victim = bv
         return best
 
+    def _load_add(self, c: int, d: int) -> None:
+        """``load[c] += d`` (queued + running tasks), keeping ``el_over``: how many chiplets hold at least the
+        elastic scheduler's ``spread`` tasks (only those can be stolen from)."""
+        was = self.load[c]
+        self.load[c] = was + d
+        if self.elastic and (was >= self.el_spread) != (was + d >= self.el_spread):
+            self.el_over += d
+
     # ----------------------------------------------------------------------------------------------- tasks
     def _ready(self, task: _Part) -> None:
         omap = task.omap
@@ -816,7 +857,7 @@ class Engine:
         task.chip = c
         queues = self.queues
         queues[c].append(task)
-        self.load[c] += 1
+        self._load_add(c, 1)
         if not self.busy[c]:
             self._start_next(c)
         elif self.stealing:
@@ -842,8 +883,8 @@ class Engine:
                     return
                 victim, task = got
             self.queues[victim].remove(task)
-            self.load[victim] -= 1
-            self.load[c] += 1
+            self._load_add(victim, -1)
+            self._load_add(c, 1)
             task.chip = c
         else:
             return
@@ -900,11 +941,7 @@ class Engine:
             task.cs_open = False
             task.flow_open = True
             fid = self.flow_seq = self.flow_seq + 1
-            seq = self.seq
-            for f in flows.start(fid, res, nbytes, now, cap, lat, task):
-                seq += 1
-                self._hpush(f.due, seq, _EV_DRAIN, f, f.ver)
-            self.seq = seq
+            self._retimed(flows.start(fid, res, nbytes, now, cap, lat, task))
         elif self.net is not None:
             task.cs_open = False
             task.flow_open = True
@@ -949,7 +986,7 @@ class Engine:
         busy = self.busy
         busy[c] = 0
         self.run_task[c] = None
-        self.load[c] -= 1
+        self._load_add(c, -1)
         self.busy_s[c] += self.now - part.start
         part.prev_chip = c
         blk = part.block = part.end

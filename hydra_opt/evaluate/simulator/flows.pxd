@@ -11,6 +11,7 @@ cdef class Flow:
     cdef public tuple res
     cdef public double rem, rate, t_last, cap, lat, due
     cdef public long long ver
+    cdef public Py_ssize_t hpos
 
 
 cdef class EqualShareFlows:
@@ -21,11 +22,14 @@ cdef class EqualShareFlows:
     cdef public double[::1] cap, share, capsum, scratch
     cdef public long long[::1] uncapped
 
-    @cython.locals(f=Flow, rate=cython.double, rem=cython.double, x=Py_ssize_t, share="double[::1]")
+    @cython.locals(flows=dict)
     cpdef _retime(self, set fids, double now, list out)
 
+    @cython.locals(rate=cython.double, rem=cython.double, x=Py_ssize_t, share="double[::1]")
+    cdef void _time(self, Flow f, double now, list out)
+
     @cython.locals(s=set, touched=set, finite=bint, new=cython.double, out=list, r=Py_ssize_t, on=list,
-                   share="double[::1]", capsum="double[::1]", uncapped="long long[::1]", waterfill=bint)
+                   share="double[::1]", capsum="double[::1]", uncapped="long long[::1]", waterfill=bint, f=Flow)
     cpdef list start(self, fid, tuple resources, double nbytes, double now, double cap_bps, double latency_s, task)
 
     cpdef double _share(self, Py_ssize_t r)

@@ -49,9 +49,10 @@ class Flow:
         lat: Delivery latency added to the drain time, s.
         due: Delivery time at the current rate, s.
         task: The caller's payload (the engine's task).
+        hpos: The compiled engine's event-heap slot of its delivery event (-1: none; the engine's to keep).
     """
 
-    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task")
+    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos")
 
     def __init__(self, fid, res, rem, now, cap, lat, task):
         self.fid = fid
@@ -64,6 +65,7 @@ class Flow:
         self.lat = lat
         self.due = 0.0
         self.task = task
+        self.hpos = -1
 
 
 class EqualShareFlows:
@@ -90,26 +92,29 @@ class EqualShareFlows:
 
     def _retime(self, fids: set[int], now: float, out: list) -> None:
         flows = self.flows
-        share = self.share
         for g in fids:
-            f = flows[g]
-            rate = _INF  # min over its resources' shares
-            for x in f.res:
-                if share[x] < rate:
-                    rate = share[x]
-            if f.cap < rate:
-                rate = f.cap
-            if rate == f.rate:
-                continue  # its bottleneck share did not change: its delivery event stays valid
-            rem = f.rem - f.rate * (now - f.t_last)
-            if rem <= 0.0 and f.rate > 0.0:
-                continue  # already drained, only waiting for delivery: nothing to re-time
-            f.rem = rem if rem > 0.0 else 0.0
-            f.rate = rate
-            f.t_last = now
-            f.ver += 1
-            f.due = now + f.rem / rate + f.lat
-            out.append(f)
+            self._time(flows[g], now, out)
+
+    def _time(self, f: Flow, now: float, out: list) -> None:
+        """Re-time ``f`` at the minimum of its resources' shares and its cap; appended to ``out`` if it changed."""
+        share = self.share
+        rate = _INF  # min over its resources' shares
+        for x in f.res:
+            if share[x] < rate:
+                rate = share[x]
+        if f.cap < rate:
+            rate = f.cap
+        if rate == f.rate:
+            return  # its bottleneck share did not change: its delivery event stays valid
+        rem = f.rem - f.rate * (now - f.t_last)
+        if rem <= 0.0 and f.rate > 0.0:
+            return  # already drained, only waiting for delivery: nothing to re-time
+        f.rem = rem if rem > 0.0 else 0.0
+        f.rate = rate
+        f.t_last = now
+        f.ver += 1
+        f.due = now + f.rem / rate + f.lat
+        out.append(f)
 
     def add(
         self, fid: int, resources: tuple[int, ...], nbytes: float, now: float, cap_bps: float = float("inf"),
@@ -134,8 +139,9 @@ class EqualShareFlows:
         """:meth:`add` for the engine: returns the re-timed :class:`Flow` records (``due``, ``ver`` set)."""
         on = self.on
         share = self.share
-        self.flows[fid] = Flow(fid, resources, nbytes, now, cap_bps, latency_s, task)
-        touched: set[int] = set()
+        f = Flow(fid, resources, nbytes, now, cap_bps, latency_s, task)
+        self.flows[fid] = f
+        touched = None  # flows on resources whose share changed (a set once one did)
         finite = cap_bps < _INF
         waterfill = self.waterfill
         capsum = self.capsum
@@ -150,10 +156,15 @@ class EqualShareFlows:
             new = self._share(r) if waterfill else self.cap[r] / len(s)
             if new != share[r]:
                 share[r] = new
+                if touched is None:
+                    touched = set()
                 touched |= s
-        touched.add(fid)
         out: list = []
-        self._retime(touched, now, out)
+        if touched is None:  # no share changed: only the new flow is timed
+            self._time(f, now, out)
+        else:
+            touched.add(fid)
+            self._retime(touched, now, out)
         return out
 
     def _share(self, r: int) -> float:
