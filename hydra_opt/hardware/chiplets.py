@@ -329,9 +329,12 @@ def compose(kind: str, d2d_bw_gbps: float, slot_area_mm2: float,
 
 
 def _positive_map(node: Node, build: Callable[[str, Node], Any]) -> dict[str, Any]:
+    """``{name: build(name, entry)}`` of a non-empty mapping of mappings; an entry's unknown keys are errors."""
     out = {}
     for key, child in node.mapping().items():
+        child.mapping()
         out[key] = build(key, child)
+        child.done()
     if not out:
         raise node.error("must have at least one entry")
     return out
@@ -351,34 +354,17 @@ def _points(node: Node) -> tuple[tuple[float, float], ...]:
 
 
 def _core(name: str, n: Node) -> CoreComponent:
-    n.mapping()
-    core = CoreComponent(
-        name,
-        n.get("macs").int(minimum=1, maximum=10**7),
-        n.get("area_mm2").number(positive=True),
-        n.get("elem_width", 0).int(minimum=0, maximum=10**7),
-    )
-    n.done()
-    return core
+    return CoreComponent(name, n.get("macs").int(minimum=1, maximum=10**7), n.get("area_mm2").number(positive=True),
+                         n.get("elem_width", 0).int(minimum=0, maximum=10**7))
 
 
 def _sram(name: str, n: Node) -> SramComponent:
-    n.mapping()
-    s = SramComponent(
-        name,
-        n.get("bytes").int(minimum=1, maximum=2**40),
-        n.get("gbps").number(positive=True),
-        n.get("area_mm2").number(positive=True),
-    )
-    n.done()
-    return s
+    return SramComponent(name, n.get("bytes").int(minimum=1, maximum=2**40), n.get("gbps").number(positive=True),
+                         n.get("area_mm2").number(positive=True))
 
 
 def _sfu(name: str, n: Node) -> SfuComponent:
-    n.mapping()
-    s = SfuComponent(name, n.get("gops").number(positive=True), n.get("area_mm2").number(minimum=0.0))
-    n.done()
-    return s
+    return SfuComponent(name, n.get("gops").number(positive=True), n.get("area_mm2").number(minimum=0.0))
 
 
 def _technology(n: Node) -> TechnologyTable:

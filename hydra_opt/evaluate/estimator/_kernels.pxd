@@ -21,6 +21,8 @@ cdef Py_ssize_t _bracket(double x, const double[::1] xp, Py_ssize_t n, Py_ssize_
 
 cdef double _interp_at(double x, const double[::1] xp, const double[::1] fp, Py_ssize_t n, Py_ssize_t j)
 
+cdef inline double _outside(double x, const double[::1] xp, const double[::1] fp, Py_ssize_t n)
+
 cdef double _interp(double x, const double[::1] xp, const double[::1] fp, Py_ssize_t n)
 
 cdef double _mn(double a, double b)
@@ -58,8 +60,12 @@ cdef void _slopes(const double[::1] xp, const double[::1] fp, Py_ssize_t n, doub
 
 cdef double _interp_sl(double x, const double[::1] xp, const double[::1] fp, const double[::1] sl, Py_ssize_t j)
 
-@cython.locals(j=Py_ssize_t, j1=Py_ssize_t, j2=Py_ssize_t, x=cython.double, k=cython.double, a=cython.double,
-               lo_w=cython.double, hi_w=cython.double, lo_k=cython.double, hi_k=cython.double)
+cdef inline Py_ssize_t _near(double x, const double[::1] xp, Py_ssize_t n, Py_ssize_t j)
+
+cdef inline double _tail_interp(double x, const double[::1] xp, const double[::1] fp, const double[::1] sl,
+                                Py_ssize_t n, Py_ssize_t j)
+
+@cython.locals(j=Py_ssize_t, j1=Py_ssize_t, j2=Py_ssize_t, x=cython.double, k=cython.double, a=cython.double)
 cdef void _batch_curve(double[::1] acc, double[::1] acc2, const double[::1] g_t, double gc, Py_ssize_t ic,
                        Py_ssize_t n_t, const double[::1] w_of_k, const double[::1] gk, const double[::1] surv,
                        const double[::1] sl1, const double[::1] sl2, Py_ssize_t ng)

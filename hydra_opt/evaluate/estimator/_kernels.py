@@ -141,15 +141,18 @@ def _interp_at(x: float, xp, fp, n: int, j: int) -> float:
     return _lin(x, xp[j], xp[j + 1], fp[j], fp[j + 1], (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j]))
 
 
-def _interp(x: float, xp, fp, n: int) -> float:
-    """``np.interp`` at one point on buffers of length ``n``."""
+def _outside(x: float, xp, fp, n: int) -> float:
+    """``np.interp`` where ``x`` is not inside ``[xp[0], xp[n − 1])``: NaN passes, the tails are flat."""
     if x != x:
         return x
-    if x < xp[0]:
-        return fp[0]
-    if x >= xp[n - 1]:
-        return fp[n - 1]
-    return _interp_at(x, xp, fp, n, _bracket(x, xp, n, -1))
+    return fp[0] if x < xp[0] else fp[n - 1]
+
+
+def _interp(x: float, xp, fp, n: int) -> float:
+    """``np.interp`` at one point on buffers of length ``n``."""
+    if x == x and xp[0] <= x < xp[n - 1]:
+        return _interp_at(x, xp, fp, n, _bracket(x, xp, n, -1))
+    return _outside(x, xp, fp, n)
 
 
 def _mn(a: float, b: float) -> float:
@@ -342,35 +345,31 @@ def _interp_sl(x: float, xp, fp, sl, j: int) -> float:
     return _lin(x, xp[j], xp[j + 1], fp[j], fp[j + 1], sl[j])
 
 
+def _near(x: float, xp, n: int, j: int) -> int:
+    """The bracket of ``x`` in ``xp`` from the hint ``j`` when ``x`` lies inside ``[xp[0], xp[n−1])``, else ``j``."""
+    if x == x and xp[0] <= x < xp[n - 1]:
+        return _bracket(x, xp, n, j)
+    return j
+
+
+def _tail_interp(x: float, xp, fp, sl, n: int, j: int) -> float:
+    """``np.interp(x, xp, fp)`` with ``x``'s bracket ``j`` (from :func:`_near`) and the slopes ``sl``."""
+    if x == x and xp[0] <= x < xp[n - 1]:
+        return _interp_sl(x, xp, fp, sl, j)
+    return _outside(x, xp, fp, n)
+
+
 def _batch_curve(acc, acc2, g_t, gc: float, ic: int, n_t: int, w_of_k, gk, surv, sl1, sl2, ng: int) -> None:
     """Add one batch's expected-live curve ``P(alive)`` (from its prefill completion index ``ic`` on) to ``acc``
     and ``acc2``: ``interp(interp(max(G(t) − G(c), 0), w_of_k, gk), gk, surv)``."""
     j1 = -1
     j2 = -1
-    lo_w = w_of_k[0]
-    hi_w = w_of_k[ng - 1]
-    lo_k = gk[0]
-    hi_k = gk[ng - 1]
     for j in range(ic, n_t):
         x = _mx(g_t[j] - gc, 0.0)
-        if x != x:
-            k = x
-        elif x < lo_w:
-            k = gk[0]
-        elif x >= hi_w:
-            k = gk[ng - 1]
-        else:
-            j1 = _bracket(x, w_of_k, ng, j1)
-            k = _interp_sl(x, w_of_k, gk, sl1, j1)
-        if k != k:
-            a = k
-        elif k < lo_k:
-            a = surv[0]
-        elif k >= hi_k:
-            a = surv[ng - 1]
-        else:
-            j2 = _bracket(k, gk, ng, j2)
-            a = _interp_sl(k, gk, surv, sl2, j2)
+        j1 = _near(x, w_of_k, ng, j1)
+        k = _tail_interp(x, w_of_k, gk, sl1, ng, j1)
+        j2 = _near(k, gk, ng, j2)
+        a = _tail_interp(k, gk, surv, sl2, ng, j2)
         acc[j] += a
         acc2[j] += a
 
