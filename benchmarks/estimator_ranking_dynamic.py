@@ -303,12 +303,19 @@ def _rho(e: np.ndarray, s: np.ndarray) -> float:
     return _spearman_inf(e, s)
 
 
-def _top1(e: np.ndarray, s: np.ndarray, higher: bool) -> bool:
-    """Whether the estimator's top 1 % (at least one design) contains a design with the simulator's best value."""
+def _top1(e: np.ndarray, s: np.ndarray, higher: bool) -> bool | None:
+    """Whether the estimator's top 1 % (at least one design) contains a design with the simulator's best value
+    (None: the estimator ties at the cut, so its top 1 % is not defined)."""
     sign = 1.0 if higher else -1.0
     k = max(1, math.ceil(0.01 * e.size))
-    top = np.argsort(-sign * e, kind="stable")[:k]
-    return bool(np.any(sign * s[top] >= np.max(sign * s)))
+    order = np.argsort(-sign * e, kind="stable")
+    if e.size > k and e[order[k - 1]] == e[order[k]]:
+        return None
+    return bool(np.any(sign * s[order[:k]] >= np.max(sign * s)))
+
+
+def _yn(v: bool | None) -> str:
+    return "tie" if v is None else ("yes" if v else "no")
 
 
 def _spread(s: np.ndarray) -> float:
@@ -340,17 +347,38 @@ def write(rows: list[dict], summary: list[dict], s: dict, command: str, note: st
         f"base stream {s['base_requests']} requests (seed {s['seed']}); loads {', '.join(f'{f:g}' for f in LOADS)} × "
         "the simulated capacity. Spaces: " + ", ".join(f"{m} `{p}`" for m, p in SPACES.items()) + "; workloads: "
         + ", ".join(f"{d} `{p}`" for d, p in DATASETS.items()) + ".", "",
-        "`n` = designs with a simulation; `ρ` = Spearman (missing TTFT/TPOT = worst); `top-1 %` = the estimator's "
-        "top 1 % (≥ 1 design) contains the simulator's best; `est/sim` = median ratio over designs where both are "
+        "`n` = designs with a simulation; `ρ` = Spearman (missing TTFT/TPOT = worst; nan: fewer than 3 designs or a "
+        "constant column, e.g. every estimated capacity 0); `top-1 %` = the estimator's top 1 % (≥ 1 design) contains "
+        "the simulator's best (`tie`: the estimator ties at the cut); `est/sim` = median ratio over designs where both are "
         "> 0 (`n>0`); `spread` = simulated p90/p10.", "",
+        *_pivot(summary), "",
+        "All figures:", "",
         "| model | dataset | policy | load | metric | n | ρ | top-1 % | est/sim | n>0 | spread |",
         "|---|---|---|---|---|---:|---:|---|---:|---:|---:|",
     ]
     for r in summary:
         lines.append(f"| {r['model']} | {r['dataset']} | {r['policy']} | {r['load']} | {r['metric']} | {r['n']} | "
-                     f"{r['spearman']:.3f} | {'yes' if r['top1_recovered'] else 'no'} | "
+                     f"{r['spearman']:.3f} | {_yn(r['top1_recovered'])} | "
                      f"{r['median_est_over_sim']:.3g} | {r['n_ratio']} | {r['sim_spread_p90_p10']:.3g} |")
     OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def _pivot(summary: list[dict]) -> list[str]:
+    """Spearman ρ per workload × policy: capacity, then throughput / TTFT p90 / TPOT at each load."""
+    cols = [("capacity_req_s", "capacity")] + [(m, f"{f:g}") for m in ("throughput_tok_s", "ttft_p90_s", "tpot_mean_s")
+                                                for f in LOADS]
+    head = ["model", "dataset", "policy", "n", "ρ capacity", *(f"ρ {m.split('_')[0]} @{f}" for m, f in cols[1:]),
+            "top-1 % (capacity / TP @0.9)"]
+    out = ["Spearman ρ (n = designs; loads as a fraction of the simulated capacity):", "",
+           "| " + " | ".join(head) + " |", "|" + "---|" * 3 + "---:|" * (len(head) - 4) + "---|"]
+    for k in sorted({(r["model"], r["dataset"], r["policy"]) for r in summary}):
+        by = {(r["metric"], r["load"]): r for r in summary if (r["model"], r["dataset"], r["policy"]) == k}
+        cells = [f"{by[c]['spearman']:.2f}" if c in by else "–" for c in cols]
+        rec = [_yn(by[c]["top1_recovered"]) if c in by else "–"
+               for c in (("capacity_req_s", "capacity"), ("throughput_tok_s", "0.9"))]
+        n = by.get(("capacity_req_s", "capacity"), {}).get("n", 0)
+        out.append(f"| {' | '.join(k)} | {n} | {' | '.join(cells)} | {' / '.join(rec)} |")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
