@@ -421,7 +421,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{wall:.1f} s wall {time.process_time() - c1:.1f} s CPU", flush=True)
     rows = [r for r in (estimate_job(j, s, cache) for j in todo) if r is not None]
     summary = summarise(rows)
-    cmd = "python benchmarks/estimator_ranking_dynamic.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    given = list(argv if argv is not None else sys.argv[1:])
+    if "--note" in given:  # the note is printed after the command, not inside it
+        del given[given.index("--note"):given.index("--note") + 2]
+    cmd = "python benchmarks/estimator_ranking_dynamic.py " + " ".join(given)
     write(rows, summary, s, cmd.strip(), args.note)
     print(OUT.with_suffix(".md").read_text())
     return 0
