@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import math
 import time
 from pathlib import Path
@@ -65,7 +64,6 @@ def run(args) -> None:
     slo, cap = obj.slo, obj.capacity
     model = load_model(args.model)
     workload = load_workload(args.workload)
-    cap_wl = dataclasses.replace(workload, n_requests=cap.requests, horizon_s=None) if cap.requests else workload
     done = set()
     if CSV.exists():
         with CSV.open() as fh:
@@ -80,9 +78,8 @@ def run(args) -> None:
             if key in done:
                 continue
             t = time.perf_counter()
-            e_cap = estimated_capacity(d, model, cap_wl, slo=slo, tolerance=cap.tolerance, window_s=cap.window_s)
-            s_cap = simulated_capacity(d, model, cap_wl, slo=slo, tolerance=cap.tolerance, max_runs=cap.max_runs,
-                                       start_req_s=e_cap.capacity_req_s or None, window_s=cap.window_s)
+            e_cap = estimated_capacity(d, model, workload, slo=slo, capacity=cap)
+            s_cap = simulated_capacity(d, model, workload, slo=slo, capacity=cap, start_req_s=e_cap.capacity_req_s or None)
             e_g = estimated_slo(estimate(d, model, workload), slo)
             s_g = slo_metrics(simulate(d, model, workload), slo)
             row = dict(design=key[0], batching=key[1], est_capacity_req_s=e_cap.capacity_req_s,

@@ -12,7 +12,7 @@ from hydra_opt.evaluate.estimator import Estimate, estimate, estimate_space
 from hydra_opt.evaluate.estimator import capacities as cap
 from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
 from hydra_opt.evaluate.scenario import Scenario
-from hydra_opt.evaluate.slo import Slo
+from hydra_opt.evaluate.slo import CapacitySettings, Slo
 from hydra_opt.system.design import DesignPoint
 from hydra_opt.workload.models import load_model
 from hydra_opt.workload.workload import load_workload
@@ -88,8 +88,8 @@ def test_estimated_attainment_is_the_shifted_exponential():
 def test_estimated_capacity_attains_at_its_rate_and_not_above(pair):
     model, wl = pair
     slo = Slo(ttft_s=5.0, tpot_s=0.5)
-    base = replace(wl, n_requests=1000)  # a base stream long enough for 30 s runs at any rate tried
-    c = estimated_capacity(_design("continuous"), model, base, slo=slo, window_s=30.0)
+    c = estimated_capacity(_design("continuous"), model, wl, slo=slo,
+                           capacity=CapacitySettings(requests=1000, window_s=30.0))
     assert c.converged and c.capacity_req_s > 0
     lo, hi = c.bracket_req_s
     assert hi / lo - 1 <= 0.02

@@ -35,7 +35,10 @@ def run(args: argparse.Namespace) -> int:
     from hydra_opt.evaluate.estimator.core import resolve
     from hydra_opt.evaluate.estimator.goodput import estimated_capacity, estimated_slo
 
+    from hydra_opt.cli.simulate_cmd import capacity_settings
+
     scenario = scenario_from_args(args, slo=slo_of(args))
+    cap = capacity_settings(args)  # checked before any work
     design, model, workload = resolve(design_from_args(args), args.model, args.workload)
     fn = roofline_estimate if args.roofline else estimate
     fn(design, model, workload, scenario=scenario)  # warm the per-workload cache; wall_s is the per-design cost
@@ -46,13 +49,13 @@ def run(args: argparse.Namespace) -> int:
     d["wall_s"] = wall
     d["estimator"] = "roofline" if args.roofline else "markov_fluid"
     d["scenario"] = scenario.to_dict()
-    from hydra_opt.cli.simulate_cmd import _slo_lines, capacity_window
+    from hydra_opt.cli.simulate_cmd import _slo_lines
 
     slo = slo_of(args)
     extra = {"slo": slo.to_dict(), **estimated_slo(est, slo)}
     if args.capacity:
         extra.update(estimated_capacity(design, model, workload, scenario=scenario, slo=slo,
-                                        window_s=capacity_window(args)).to_dict())
+                                        capacity=cap).to_dict())
     d.update(extra)
     if args.json:
         print(json.dumps(d, indent=1, sort_keys=True))

@@ -8,7 +8,8 @@ import math
 
 from hydra_opt.cli.scenario_args import add_run_args, design_from_args, run_header, scenario_from_args
 
-__all__ = ["register", "run", "add_slo_args", "slo_of", "capacity_window", "check_output_file", "load_placeable_design"]
+__all__ = ["register", "run", "add_slo_args", "slo_of", "capacity_settings", "check_output_file",
+           "load_placeable_design"]
 
 
 def add_slo_args(p: argparse.ArgumentParser) -> None:
@@ -20,19 +21,33 @@ def add_slo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--capacity", action="store_true",
                    help="also search capacity_req_s: the largest request rate at which the SLO is attained "
                    "(docs/metrics.md; several runs)")
-    p.add_argument("--capacity-window", type=float, default=None, metavar="S",
-                   help="capacity runs replay only the requests arriving within S seconds at each rate "
-                   "(a fixed-duration run; default: every request)")
+    from hydra_opt.evaluate.slo import DEFAULT_CAPACITY as d
+
+    p.add_argument("--capacity-requests", type=int, default=d.requests, metavar="N",
+                   help=f"capacity: requests of the base stream drawn from the workload's generator, extended when "
+                   f"a rate's window needs more (default {d.requests}, as objective YAMLs' capacity.requests)")
+    p.add_argument("--capacity-window", type=float, default=d.window_s, metavar="S",
+                   help=f"capacity: each run replays the requests arriving within S seconds at its rate (a "
+                   f"fixed-duration run; default {d.window_s:g})")
+    p.add_argument("--capacity-tolerance", type=float, default=d.tolerance, metavar="F",
+                   help=f"capacity: relative width of the final rate bracket (default {d.tolerance:g})")
+    p.add_argument("--capacity-max-runs", type=int, default=d.max_runs, metavar="N",
+                   help=f"capacity: most simulated runs per search (default {d.max_runs})")
 
 
-def capacity_window(args: argparse.Namespace) -> float | None:
-    """``--capacity-window`` checked (ConfigError unless a positive finite number of seconds)."""
+def capacity_settings(args: argparse.Namespace):  # noqa: ANN201 - CapacitySettings (lazy import)
+    """The ``--capacity-*`` flags as a :class:`~hydra_opt.evaluate.slo.CapacitySettings` (the objective YAML's
+    ``capacity:`` block; ConfigError naming the flag for a bad value)."""
     from hydra_opt.config.errors import ConfigError
+    from hydra_opt.evaluate.slo import CapacitySettings
 
-    w = args.capacity_window
-    if w is not None and not (w > 0 and math.isfinite(w)):
-        raise ConfigError("must be a positive number of seconds", file="<cli>", key="--capacity-window", value=w)
-    return w
+    try:
+        return CapacitySettings(tolerance=args.capacity_tolerance, max_runs=args.capacity_max_runs,
+                                requests=args.capacity_requests, window_s=args.capacity_window)
+    except ConfigError as exc:
+        flag = {"capacity.tolerance": "--capacity-tolerance", "capacity.max_runs": "--capacity-max-runs",
+                "capacity.requests": "--capacity-requests"}.get(exc.key or "", "--capacity-window")
+        raise ConfigError(exc.problem, file="<cli>", key=flag, value=exc.value) from None
 
 
 def slo_of(args: argparse.Namespace):
@@ -116,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
     opt = _options(args)
     slo = slo_of(args)
+    cap = capacity_settings(args)  # checked before any work
     if not 0 <= args.seed <= 2**32 - 1:
         raise ConfigError(f"must be in [0, {2**32 - 1}]", file="<cli>", key="--seed", value=args.seed)
     for key, out in (("--trace-out", args.trace_out), ("--link-heatmap", args.link_heatmap)):
@@ -130,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     extra = {"slo": slo.to_dict(), **slo_metrics(res, slo)}
     if args.capacity:
         extra.update(simulated_capacity(design, model, workload, seed=args.seed, scenario=scenario, options=opt,
-                                        slo=slo, window_s=capacity_window(args)).to_dict())
+                                        slo=slo, capacity=cap).to_dict())
     if args.trace_out:
         res.write_trace(args.trace_out)
     if args.link_heatmap:
@@ -169,8 +185,9 @@ def _slo_lines(extra: dict) -> str:
              f"attainment {extra['slo_attainment']:.1%}, goodput {extra['goodput_tok_s']:.2f} tok/s"]
     if "capacity_req_s" in extra:
         b = extra["capacity_bracket_req_s"]
-        lines.append(f"SLO capacity      {extra['capacity_req_s']:.4g} req/s  ({len(extra['capacity_runs'])} runs, "
-                     "bracket "
-                     f"{b[0]:.4g}-{b[1] if b[1] is not None else float('inf'):.4g} req/s"
-                     f"{'' if extra['capacity_converged'] else ', NOT converged'})")
+        bound = ">= " if extra["capacity_lower_bound"] else ""
+        lines.append(f"SLO capacity      {bound}{extra['capacity_req_s']:.4g} req/s  ({len(extra['capacity_runs'])} runs, "
+                     f"bracket {b[0]:.4g}-{b[1] if b[1] is not None else float('inf'):.4g} req/s)")
+        if extra["capacity_note"]:
+            lines.append(f"                  {extra['capacity_status'].upper().replace('_', ' ')}: {extra['capacity_note']}")
     return "\n".join(lines)

@@ -97,7 +97,8 @@ class HydraEvaluator:
             ``placement``), applied by ``design()`` before anything is derived.
         slo: ``hydra_opt.evaluate.slo.Slo`` behind ``goodput_tok_s``/``slo_attainment`` (the objectives' SLO; None:
             the scenario's, else the default SLO); carried by the scenario (``scenario.slo``) both evaluators get.
-        capacity: ``objectives.CapacitySettings``: when set, ``capacity_req_s`` (and ``capacity_runs``) is added
+        capacity: ``hydra_opt.evaluate.slo.CapacitySettings``: when set, ``capacity_req_s`` (with ``capacity_runs``
+            and ``capacity_lower_bound``) is added
             too — by the estimator's search for estimates, by a simulated search started at the estimated capacity
             for simulations (None: not computed; it costs several simulations).
     """
@@ -171,19 +172,10 @@ class HydraEvaluator:
 
         out = estimated_slo(est, self._slo())
         if self.capacity is not None:
-            c = estimated_capacity(design, model, self._capacity_workload(workload), scenario=self.scenario,
-                                   options=self._est_opts, slo=self._slo(), tolerance=self.capacity.tolerance,
-                                   window_s=self.capacity.window_s)
-            out.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
+            c = estimated_capacity(design, model, workload, scenario=self.scenario, options=self._est_opts,
+                                   slo=self._slo(), capacity=self.capacity)
+            out.update(_capacity_metrics(c))
         return out
-
-    def _capacity_workload(self, workload: Any) -> Any:
-        n = getattr(self.capacity, "requests", None)
-        if n is None or not hasattr(workload, "n_requests"):
-            return workload
-        import dataclasses
-
-        return dataclasses.replace(workload, n_requests=int(n), horizon_s=None)
 
     def estimate_many(self, designs: list[Any], model: Any, workload: Any) -> list[dict[str, float]]:
         """Estimates of many designs at once (the estimator's vectorised design-space path)."""
@@ -203,17 +195,19 @@ class HydraEvaluator:
         if self.capacity is not None:
             from hydra_opt.evaluate.estimator.goodput import estimated_capacity
 
-            cw = self._capacity_workload(workload)
-            window = self.capacity.window_s
-            start = estimated_capacity(design, model, cw, scenario=self.scenario, options=self._est_opts,
-                                       slo=self._slo(), tolerance=self.capacity.tolerance,
-                                       window_s=window).capacity_req_s
-            c = simulated_capacity(design, model, cw, seed=seed, scenario=self.scenario, options=self._sim_opts,
-                                   slo=self._slo(), tolerance=self.capacity.tolerance,
-                                   max_runs=self.capacity.max_runs, start_req_s=start if start > 0 else None,
-                                   window_s=window)
-            metrics.update(capacity_req_s=c.capacity_req_s, capacity_runs=float(len(c.runs)))
+            start = estimated_capacity(design, model, workload, scenario=self.scenario, options=self._est_opts,
+                                       slo=self._slo(), capacity=self.capacity).capacity_req_s
+            c = simulated_capacity(design, model, workload, seed=seed, scenario=self.scenario, options=self._sim_opts,
+                                   slo=self._slo(), capacity=self.capacity, start_req_s=start if start > 0 else None)
+            metrics.update(_capacity_metrics(c))
         return SimOutcome(metrics, res)
+
+
+def _capacity_metrics(c: Any) -> dict[str, float]:
+    """A capacity search's metrics: ``capacity_req_s``, its run count and ``capacity_lower_bound`` (1.0 when no
+    rate missing the SLO was found, so the capacity is only a lower bound; docs/metrics.md)."""
+    return {"capacity_req_s": c.capacity_req_s, "capacity_runs": float(len(c.runs)),
+            "capacity_lower_bound": float(c.lower_bound)}
 
 
 #: Old ``estimate:`` keys naming a scenario setting under another name.

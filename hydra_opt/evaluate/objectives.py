@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hydra_opt.config import Node, load_yaml
-from hydra_opt.evaluate.slo import DEFAULT_SLO, Slo, slo_from_node
+from hydra_opt.evaluate.slo import DEFAULT_CAPACITY, DEFAULT_SLO, CapacitySettings, Slo, slo_from_node
 
 __all__ = [
     "Metric",
@@ -96,27 +96,6 @@ METRICS: dict[str, Metric] = {
 
 #: Metrics that depend on the SLO (``slo:`` of the objective file).
 SLO_METRICS: tuple[str, ...] = ("capacity_req_s", "goodput_tok_s", "slo_attainment")
-
-
-@dataclass(frozen=True)
-class CapacitySettings:
-    """How ``capacity_req_s`` is searched (docs/metrics.md "SLO, goodput and capacity").
-
-    Attributes:
-        tolerance: Relative width of the final rate bracket (0.02 = 2 %).
-        max_runs: Most simulations per capacity search (the estimator's search is not bounded by it).
-        requests: Requests of the base stream (None: the workload's). A capacity needs a stream long enough to
-            load the design: many more requests than ``ttft_s`` × the design's request rate and than its batch
-            slots.
-        window_s: Arrival duration of each run, s: only the base stream's requests arriving within it (scaled to
-            the rate under test) are replayed, so a higher rate is a longer overload, not a shorter burst (None:
-            every request).
-    """
-
-    tolerance: float = 0.02
-    max_runs: int = 10
-    requests: int | None = None
-    window_s: float | None = None
 
 
 #: Aggregations over (model, workload) pairs.
@@ -294,14 +273,15 @@ def parse_objectives(root: Node) -> ObjectiveSpec:
             c.done(["metric", "max", "min"])
             constraints.append(Constraint(m, bound, has_max))
     slo = slo_from_node(root.get("slo")) if root.has("slo") else DEFAULT_SLO
-    capacity = CapacitySettings()
-    if root.has("capacity"):
+    capacity = DEFAULT_CAPACITY
+    if root.has("capacity"):  # defaults and checks: hydra_opt.evaluate.slo.CapacitySettings (the one definition)
         cn = root.get("capacity").mapping()
+        d = DEFAULT_CAPACITY
         capacity = CapacitySettings(
-            tolerance=cn.get("tolerance", 0.02).number(positive=True, maximum=0.5),
-            max_runs=int(cn.get("max_runs", 10).int(minimum=2, maximum=64)),
-            requests=int(cn.get("requests").int(minimum=2, maximum=100_000)) if cn.has("requests") else None,
-            window_s=cn.get("window_s").number(positive=True, maximum=1e6) if cn.has("window_s") else None,
+            tolerance=cn.get("tolerance", d.tolerance).number(positive=True, maximum=0.5),
+            max_runs=int(cn.get("max_runs", d.max_runs).int(minimum=2, maximum=64)),
+            requests=int(cn.get("requests", d.requests).int(minimum=2, maximum=100_000)),
+            window_s=cn.get("window_s", d.window_s).number(positive=True, maximum=1e6),
         )
         cn.done(["tolerance", "max_runs", "requests", "window_s"])
     root.done(["kind", "name", "description", "objectives", "aggregate", "weights", "reference", "constraints", "slo",

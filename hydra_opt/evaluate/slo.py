@@ -8,6 +8,10 @@
   tolerance and a bounded number of evaluations.
 * :func:`scaled_requests` — the common-random-numbers request stream at another rate: the same requests with
   their inter-arrival times scaled, so every rate of a search sees the same draws.
+* :class:`CapacitySettings` — how a capacity is searched (base stream, arrival window, tolerance, runs): the one
+  definition the objective YAML (``capacity:``), the CLI (``--capacity-*``) and both evaluators read.
+* :class:`CapacityStream` — the base stream of a search, extended from the workload's own generator when a rate's
+  window needs more requests than it holds, so no run is a short burst that hides overload.
 
 Self-contained on purpose (a run description embeds :class:`Slo`): no simulator or estimator import.
 """
@@ -24,7 +28,7 @@ import numpy as np
 from hydra_opt.config.errors import ConfigError
 
 __all__ = ["Slo", "CapacityResult", "capacity_search", "scaled_requests", "mean_rate_per_s", "slo_from_node",
-           "DEFAULT_SLO"]
+           "DEFAULT_SLO", "CapacitySettings", "DEFAULT_CAPACITY", "CapacityStream", "MAX_STREAM_REQUESTS"]
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,7 @@ def mean_rate_per_s(arrival_s: np.ndarray) -> float:
 
 
 def scaled_requests(requests: Any, rate_per_s: float, *, name: str = "requests",
-                    window_s: float | None = None) -> _Scaled:
+                    window_s: float | None = None, base_rate_per_s: float | None = None) -> _Scaled:
     """The same requests at mean rate ``rate_per_s``: inter-arrival times scaled by ``rate₀ / rate`` (common random
     numbers: every rate replays the same draws, only time is stretched).
 
@@ -111,9 +115,11 @@ def scaled_requests(requests: Any, rate_per_s: float, *, name: str = "requests",
         window_s: Keep only the requests arriving within this many seconds of the first (at least two): a run of
             fixed arrival duration, so a higher rate replays more requests and overload builds a backlog instead of
             a short burst hiding it (None: every request).
+        base_rate_per_s: The rate ``rate_per_s`` is relative to (None: the stream's own mean rate; a
+            :class:`CapacityStream` passes its first chunk's, so extending the stream does not move the rates).
     """
     a = np.asarray(requests.arrival_s, dtype=np.float64)
-    base = mean_rate_per_s(a)
+    base = mean_rate_per_s(a) if base_rate_per_s is None else float(base_rate_per_s)
     if not math.isfinite(base):
         raise ValueError("a capacity search needs at least two distinct arrival times")
     k = base / float(rate_per_s)
@@ -123,6 +129,141 @@ def scaled_requests(requests: Any, rate_per_s: float, *, name: str = "requests",
                    np.asarray(requests.prompt_tokens)[:n], np.asarray(requests.output_tokens)[:n])
 
 
+# -- the settings and the base stream of a search ----------------------------------------------------------------
+#: Most requests a capacity run's stream is extended to (beyond: the run is flagged, the capacity a lower bound).
+MAX_STREAM_REQUESTS = 200_000
+
+
+@dataclass(frozen=True)
+class CapacitySettings:
+    """How ``capacity_req_s`` is searched (docs/metrics.md "SLO, goodput and capacity"); the defaults are those of
+    ``objectives/capacity_slo.yaml``, the objective YAML's ``capacity:`` and the CLI's ``--capacity-*`` flags.
+
+    Attributes:
+        tolerance: Relative width of the final rate bracket (0.02 = 2 %).
+        max_runs: Most simulations per search (the estimator's search takes at least 30 evaluations: they are
+            cheap).
+        requests: Requests of the base stream, drawn from the workload's generator with the run's seed (None: the
+            workload's own count). When a rate's window needs more, the stream is extended by further draws of
+            this many (:class:`CapacityStream`).
+        window_s: Arrival duration of each run, s: only the requests arriving within it at the rate under test are
+            replayed, so a higher rate is a longer overload, not a shorter burst (None: every request of the base
+            stream, whose finite length then hides overload; docs/metrics.md "Finite runs hide overload").
+    """
+
+    tolerance: float = 0.02
+    max_runs: int = 10
+    requests: int | None = 1000
+    window_s: float | None = 30.0
+
+    def __post_init__(self) -> None:
+        checks = (("tolerance", self.tolerance, 0 < _f(self.tolerance) <= 0.5, "must be in (0, 0.5]"),
+                  ("max_runs", self.max_runs, _int(self.max_runs) and 2 <= self.max_runs <= 64,
+                   "must be an integer in [2, 64]"),
+                  ("requests", self.requests, self.requests is None or (_int(self.requests) and
+                                                                        2 <= self.requests <= 100_000),
+                   "must be an integer in [2, 100000]"),
+                  ("window_s", self.window_s, self.window_s is None or 0 < _f(self.window_s) < math.inf,
+                   "must be a positive number of seconds"))
+        for key, value, ok, problem in checks:
+            if not ok:
+                raise ConfigError(problem, key=f"capacity.{key}", value=value)
+
+
+def _f(x: Any) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else math.nan
+
+
+def _int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+DEFAULT_CAPACITY = CapacitySettings()
+
+
+class CapacityStream:
+    """The base request stream of one capacity search, long enough for the window at every rate tried.
+
+    The first chunk is the workload's own draw (``requests`` requests, seed ``seed``); rates are relative to its
+    mean rate. When the window at a rate needs a longer arrival span, further chunks are drawn from the same
+    generator (seeds derived from ``seed`` and the chunk number) and appended after the last arrival, so the
+    stream keeps its statistics and every earlier run's requests stay a prefix (common random numbers). A stream
+    that cannot grow (a timed trace, a fixed request list, fixed arrivals) or reaches :data:`MAX_STREAM_REQUESTS`
+    fills the window only up to :meth:`max_rate_req_s`; the search does not go above it and reports a capacity
+    that reaches it as a lower bound.
+    """
+
+    def __init__(self, workload: Any, seed: int, settings: CapacitySettings = DEFAULT_CAPACITY, *,
+                 n_requests: int | None = None, arrival_interval_s: float | None = None) -> None:
+        import dataclasses
+
+        from hydra_opt.workload.workload import Requests, Workload
+
+        self.window_s = settings.window_s
+        self.name = str(getattr(workload, "name", "requests"))
+        self._draw = None
+        if isinstance(workload, Workload):
+            n = settings.requests or n_requests or workload.n_requests
+            wl = dataclasses.replace(workload, n_requests=n, horizon_s=None if n else workload.horizon_s)
+            first = wl.requests(seed)
+            if not wl.arrival.needs_trace and arrival_interval_s is None:
+                self._draw = lambda k: wl.requests(int(np.random.SeedSequence([seed, k]).generate_state(1)[0]))
+            self.extendable_by = "the workload's generator" if self._draw else "a timed trace (no generator)"
+        else:
+            first = workload
+            self.extendable_by = "a fixed request list"
+        n = n_requests if settings.requests is None and n_requests is not None else None
+        arr = np.asarray(first.arrival_s, dtype=np.float64)[:n]
+        if arrival_interval_s is not None:
+            arr = np.arange(arr.size, dtype=np.float64) * arrival_interval_s
+            self.extendable_by = "fixed arrivals (arrival_interval_s)"
+        self._req = Requests(arr, np.maximum(np.asarray(first.prompt_tokens)[:n], 1),
+                             np.maximum(np.asarray(first.output_tokens)[:n], 1))
+        self.rate0_req_s = mean_rate_per_s(arr)
+        if not math.isfinite(self.rate0_req_s):
+            raise ValueError("a capacity search needs at least two distinct arrival times")
+        self._chunks = 1
+
+    @property
+    def requests(self) -> Any:
+        """The stream as drawn so far (``Requests``)."""
+        return self._req
+
+    def _span_needed(self, rate: float) -> float:
+        return math.inf if self.window_s is None else self.window_s * rate / self.rate0_req_s
+
+    def _extend(self, span: float) -> None:
+        from hydra_opt.workload.workload import Requests
+
+        r = self._req
+        while self._draw is not None and r.arrival_s[-1] - r.arrival_s[0] < span \
+                and r.arrival_s.size < MAX_STREAM_REQUESTS:
+            c = self._draw(self._chunks)
+            self._chunks += 1
+            t = np.asarray(c.arrival_s, dtype=np.float64)
+            first_gap = t[0] if t[0] > 0 else (t[-1] - t[0]) / max(t.size - 1, 1)  # renewal: t[0] is a gap
+            r = Requests(np.concatenate([r.arrival_s, r.arrival_s[-1] + first_gap + (t - t[0])]),
+                         np.concatenate([r.prompt_tokens, np.maximum(c.prompt_tokens, 1)]),
+                         np.concatenate([r.output_tokens, np.maximum(c.output_tokens, 1)]))
+        self._req = r
+
+    def max_rate_req_s(self, rate: float = 0.0) -> float:
+        """Largest rate whose window this stream can fill (after extending it for ``rate``); inf without a window."""
+        if self.window_s is None:
+            return math.inf
+        self._extend(self._span_needed(rate))
+        a = self._req.arrival_s
+        grow = self._draw is not None and a.size < MAX_STREAM_REQUESTS
+        return math.inf if grow else self.rate0_req_s * float(a[-1] - a[0]) / self.window_s
+
+    def at(self, rate: float) -> _Scaled:
+        """The run at mean rate ``rate`` (req/s, relative to the first chunk): the requests arriving within the
+        window, the stream extended first if the window needs more."""
+        self._extend(self._span_needed(rate))
+        return scaled_requests(self._req, rate, name=self.name, window_s=self.window_s,
+                               base_rate_per_s=self.rate0_req_s)
+
+
 # -- the search -----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CapacityResult:
@@ -130,12 +271,15 @@ class CapacityResult:
 
     Attributes:
         capacity_req_s: Largest rate found at which the SLO is attained, req/s (0.0: not even at the lowest rate
-            tried).
+            tried). With ``status`` ``"lower_bound"`` the capacity is at least this, not measured.
         runs: Every evaluation in order, ``(rate req/s, attainment fraction)``.
         bracket_req_s: ``(attained, not attained)`` rates bounding the capacity (``hi`` inf: attained at every rate
             tried).
         tolerance: Relative bracket width the search stopped at (or was stopped short of by ``max_runs``).
         converged: Whether ``hi / lo − 1 ≤ tolerance`` was reached.
+        status: ``"converged"``; ``"lower_bound"`` (attained at every rate tried: no upper end was found);
+            ``"max_runs"`` (bracketed, wider than the tolerance); ``"none"`` (attained at no rate tried).
+        note: One line saying why, for anything but ``"converged"``.
     """
 
     capacity_req_s: float
@@ -143,6 +287,13 @@ class CapacityResult:
     bracket_req_s: tuple[float, float]
     tolerance: float
     converged: bool
+    status: str = "converged"
+    note: str = ""
+
+    @property
+    def lower_bound(self) -> bool:
+        """Whether the capacity is only a lower bound (the search never found a rate where the SLO is missed)."""
+        return self.status == "lower_bound"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready keys ``capacity_*`` (an unbounded bracket end as None)."""
@@ -153,6 +304,9 @@ class CapacityResult:
             "capacity_bracket_req_s": [lo, hi if math.isfinite(hi) else None],
             "capacity_tolerance": self.tolerance,
             "capacity_converged": self.converged,
+            "capacity_status": self.status,
+            "capacity_lower_bound": self.lower_bound,
+            "capacity_note": self.note,
         }
 
 
@@ -165,6 +319,8 @@ def capacity_search(
     max_runs: int = 14,
     factor: float = 2.0,
     max_steps: int = 10,
+    band: bool = True,
+    max_rate_req_s: Callable[[float], float] | None = None,
 ) -> CapacityResult:
     """Largest rate with ``attainment_at(rate) ≥ target``, assuming attainment falls with the rate above it.
 
@@ -173,12 +329,21 @@ def capacity_search(
     ``hi/lo − 1 ≤ tolerance``. At most ``max_runs`` evaluations (each rate is evaluated once). Static batching can
     also miss the SLO at *low* rates (a batch waits to fill): when the start is not attained the search tries
     lower and higher rates alternately (``start/f, start·f, start/f², ...``), so it finds the upper edge of the
-    first attained band it meets.
+    first attained band it meets. ``band=False`` (attainment known to fall with the rate, as under continuous and
+    chunked batching) only tries lower rates then. ``max_rate_req_s(rate)``: the highest rate that can be
+    evaluated honestly (e.g. the request stream fills the window only up to it); higher rates are clipped to it,
+    and a capacity that reaches it is reported as a lower bound.
     """
     if not (start_req_s > 0 and math.isfinite(start_req_s)):
         raise ValueError(f"start_req_s must be a positive finite rate, got {start_req_s!r}")
     runs: list[tuple[float, float]] = []
     seen: dict[float, bool] = {}
+    ceiling = [math.inf]
+
+    def clip(rate: float) -> float:
+        if max_rate_req_s is not None:
+            ceiling[0] = min(ceiling[0], float(max_rate_req_s(rate)))
+        return min(rate, ceiling[0])
 
     def ok(rate: float) -> bool:
         if rate not in seen:
@@ -190,34 +355,17 @@ def capacity_search(
     def budget() -> bool:
         return len(runs) < max_runs
 
+    start = clip(start_req_s)
     lo, hi = 0.0, math.inf
-    if ok(start_req_s):
-        lo = start_req_s
+    if ok(start):
+        lo = start
     else:
-        # Not attained at the start: overload (lower rates help) or, with static batching, batch formation (higher
-        # rates help). Try both sides alternately, nearest first, until a rate is attained.
-        hi = start_req_s
-        for k in range(1, max_steps + 1):
-            if not budget():
-                break
-            down = start_req_s / factor**k
-            if ok(down):
-                lo = down
-                hi = start_req_s / factor ** (k - 1)
-                break
-            if not budget():
-                break
-            up = start_req_s * factor**k
-            if ok(up):
-                lo, hi = up, math.inf
-                break
-        if lo == 0.0:
-            hi = min(r for r, _ in runs)
+        lo, hi = _below_start(ok, budget, clip, start, factor, max_steps, band)
     if lo > 0 and math.isinf(hi):  # attained: raise the rate until it is not
         for _ in range(max_steps):
-            if not budget():
+            r = clip(lo * factor)
+            if not budget() or r <= lo:
                 break
-            r = lo * factor
             if ok(r):
                 lo = r
             else:
@@ -229,6 +377,45 @@ def capacity_search(
             lo = mid
         else:
             hi = mid
-    converged = lo > 0 and math.isfinite(hi) and hi / lo - 1.0 <= tolerance
-    return CapacityResult(float(lo), tuple(runs), (float(lo), float(hi)), float(tolerance), bool(converged))
+    return _result(lo, hi, runs, tolerance, ceiling[0], max_runs)
 
+
+def _below_start(ok: Callable[[float], bool], budget: Callable[[], bool], clip: Callable[[float], float],
+                 start: float, factor: float, max_steps: int, band: bool) -> tuple[float, float]:
+    """Not attained at the start: overload (lower rates help) or, with static batching (``band``), batch formation
+    (higher rates help). Try both sides alternately, nearest first, until a rate is attained → ``(lo, hi)``."""
+    tried = [start]
+    for k in range(1, max_steps + 1):
+        if not budget():
+            break
+        down = start / factor**k
+        tried.append(down)
+        if ok(down):
+            return down, start / factor ** (k - 1)
+        if not band or not budget():
+            continue
+        up = clip(start * factor**k)
+        if up in tried:
+            continue
+        tried.append(up)
+        if ok(up):
+            return up, math.inf
+    return 0.0, min(tried)
+
+
+def _result(lo: float, hi: float, runs: list, tolerance: float, ceiling: float, max_runs: int) -> CapacityResult:
+    """The :class:`CapacityResult` of a finished search, with its status and note."""
+    converged = lo > 0 and math.isfinite(hi) and hi / lo - 1.0 <= tolerance
+    if converged:
+        status, note = "converged", ""
+    elif lo > 0 and math.isinf(hi):
+        status = "lower_bound"
+        note = f"attained at every rate tried, up to {lo:.4g} req/s: the capacity is at least this"
+        note += (" (the request stream fills the window only up to this rate)" if lo >= ceiling else
+                 f" (no rate missing the SLO found in {len(runs)} runs)")
+    elif lo == 0.0:
+        status, note = "none", f"not attained at any rate tried (down to {min(r for r, _ in runs):.4g} req/s)"
+    else:
+        status, note = "max_runs", f"bracket {lo:.4g}-{hi:.4g} req/s is wider than the tolerance after {max_runs} runs"
+    return CapacityResult(float(lo), tuple(runs), (float(lo), float(hi)), float(tolerance), bool(converged),
+                          status, note)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hydra_opt.evaluate.slo import DEFAULT_SLO, CapacityResult, Slo, capacity_search, mean_rate_per_s, scaled_requests
+from hydra_opt.evaluate.slo import (DEFAULT_CAPACITY, DEFAULT_SLO, CapacityResult, CapacitySettings, CapacityStream, Slo,
+                                    capacity_search)
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
 from hydra_opt.evaluate.scenario import Scenario
 
@@ -72,39 +73,28 @@ def estimated_capacity(
     scenario: Scenario | None = None,
     options: EstimatorOptions | None = None,
     slo: Slo = DEFAULT_SLO,
-    tolerance: float = 0.02,
-    max_runs: int = 30,
-    window_s: float | None = None,
+    capacity: CapacitySettings = DEFAULT_CAPACITY,
 ) -> CapacityResult:
     """``capacity_req_s`` estimated: the largest mean rate at which the estimated attainment reaches
-    ``slo.attainment``, over the workload's request stream with scaled inter-arrival times (as the simulator's,
-    ``window_s`` too; the scenario's ``n_requests`` and fixed arrivals are applied first, as the simulator's
-    ``resolve_requests`` does)."""
-    import numpy as np
-
+    ``slo.attainment``, over the same base stream and windows as the simulator's search
+    (:class:`~hydra_opt.evaluate.slo.CapacityStream` with ``capacity``; at least 30 evaluations, they are cheap)."""
     from hydra_opt.evaluate.estimator.core import resolve
     from hydra_opt.evaluate.estimator.single import estimate
-    from hydra_opt.workload.workload import Requests
 
     opts = options or EstimatorOptions()
     scn = scenario or Scenario()
     design, model, workload = resolve(design, model, workload)
-    req = workload.requests(0 if opts.seed is None else opts.seed) if hasattr(workload, "requests") else workload
-    n = scn.n_requests
-    if n is not None:
-        req = Requests(req.arrival_s[:n], req.prompt_tokens[:n], req.output_tokens[:n])
-    if scn.arrival_interval_s is not None:
-        req = Requests(np.arange(len(req.arrival_s), dtype=np.float64) * scn.arrival_interval_s, req.prompt_tokens,
-                       req.output_tokens)
+    stream = CapacityStream(workload, 0 if opts.seed is None else opts.seed, capacity, n_requests=scn.n_requests,
+                            arrival_interval_s=scn.arrival_interval_s)
     run_opts = EstimatorOptions(**{**opts.__dict__, "seed": None})
     run_scn = scn.with_(n_requests=None, arrival_interval_s=None)
-    name = str(getattr(workload, "name", "workload"))
     keep = []  # the estimator caches by object id: keep every scaled stream alive during the search
 
     def attainment(rate: float) -> float:
-        s = scaled_requests(req, rate, name=name, window_s=window_s)
+        s = stream.at(rate)
         keep.append(s)
         return estimated_slo(estimate(design, model, s, scenario=run_scn, options=run_opts), slo)["slo_attainment"]
 
-    return capacity_search(attainment, mean_rate_per_s(req.arrival_s), slo.attainment, tolerance=tolerance,
-                           max_runs=max_runs)
+    return capacity_search(attainment, stream.rate0_req_s, slo.attainment, tolerance=capacity.tolerance,
+                           max_runs=max(30, capacity.max_runs), band=getattr(design, "batching", "") == "static",
+                           max_rate_req_s=stream.max_rate_req_s)

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from hydra_opt.workload.workload import Requests
-from hydra_opt.evaluate.slo import DEFAULT_SLO, CapacityResult, Slo, capacity_search, mean_rate_per_s, scaled_requests
+from hydra_opt.evaluate.slo import (DEFAULT_CAPACITY, DEFAULT_SLO, CapacityResult, CapacitySettings, CapacityStream, Slo,
+                                    capacity_search)
 from hydra_opt.evaluate.simulator.engine import DONE
 from hydra_opt.evaluate.simulator.metrics import SimResult, measured, request_ttft_s
 from hydra_opt.evaluate.scenario import Scenario
@@ -62,35 +62,35 @@ def simulated_capacity(
     scenario: Scenario | None = None,
     options: SimOptions | None = None,
     slo: Slo = DEFAULT_SLO,
-    tolerance: float = 0.02,
-    max_runs: int = 14,
+    capacity: CapacitySettings = DEFAULT_CAPACITY,
     start_req_s: float | None = None,
-    window_s: float | None = None,
     library: Any = None,
 ) -> CapacityResult:
     """``capacity_req_s`` by simulation: the largest mean request rate at which ≥ ``slo.attainment`` of the
     measured requests meet the SLO.
 
-    Every run replays the workload's requests (``seed``, ``scenario.n_requests``) with inter-arrival times scaled
-    to the rate under test (common random numbers) and runs until every request is served (unless
-    ``scenario.horizon_s`` is set), so the same requests are measured at every rate (with ``window_s``: the
-    requests arriving within ``window_s`` of the first, a fixed-duration run); the search is
-    :func:`hydra_opt.evaluate.slo.capacity_search` from ``start_req_s`` (e.g. the estimator's capacity; bracketed
-    by factors of 1.25 then) or else the workload's own rate (factors of 2).
+    Every run replays the base stream (:class:`~hydra_opt.evaluate.slo.CapacityStream`: ``capacity.requests``
+    requests drawn with ``seed``, extended from the workload's generator when a rate's window needs more) with
+    inter-arrival times scaled to the rate under test (common random numbers), keeping the requests that arrive
+    within ``capacity.window_s``, and runs until every request is served (unless ``scenario.horizon_s`` is set).
+    The search is :func:`hydra_opt.evaluate.slo.capacity_search` from ``start_req_s`` (e.g. the estimator's
+    capacity; bracketed by factors of 1.25 then) or else the workload's own rate (factors of 2); under continuous
+    and chunked batching it only descends from a miss.
     """
-    from hydra_opt.evaluate.simulator.driver import resolve_requests, simulate_design
+    from hydra_opt.evaluate.simulator.driver import simulate_design
 
     scn = scenario or Scenario()
-    name, arr, prompt, out, _ = resolve_requests(workload, seed, scn)
-    base = Requests(arr, prompt, out)
+    stream = CapacityStream(workload, seed, capacity, n_requests=scn.n_requests,
+                            arrival_interval_s=scn.arrival_interval_s)
     run_scn = scn.with_(n_requests=None, arrival_interval_s=None)
 
     def attainment(rate: float) -> float:
-        req = scaled_requests(base, rate, name=name, window_s=window_s)
-        res = simulate_design(design, model, req, seed=seed, scenario=run_scn, options=options, library=library)
+        res = simulate_design(design, model, stream.at(rate), seed=seed, scenario=run_scn, options=options,
+                              library=library)
         a = slo_metrics(res, slo)["slo_attainment"]
         return a if math.isfinite(a) else 0.0
 
-    start, factor = (start_req_s, 1.25) if start_req_s and math.isfinite(start_req_s) else (mean_rate_per_s(arr), 2.0)
-    return capacity_search(attainment, start, slo.attainment, tolerance=tolerance, max_runs=max_runs, factor=factor)
-
+    start, factor = (start_req_s, 1.25) if start_req_s and math.isfinite(start_req_s) else (stream.rate0_req_s, 2.0)
+    return capacity_search(attainment, start, slo.attainment, tolerance=capacity.tolerance,
+                           max_runs=capacity.max_runs, factor=factor, band=getattr(design, "batching", "") == "static",
+                           max_rate_req_s=stream.max_rate_req_s)
