@@ -79,7 +79,7 @@ MIN_REQUESTS = 5
 
 def settings() -> dict:
     """The run's settings (part of every cache key: changing one re-simulates, never mixes)."""
-    from hydra_opt.dse.objectives import load_objectives
+    from hydra_opt.evaluate.objectives import load_objectives
 
     obj = load_objectives(str(ROOT / OBJECTIVE))
     return {"slo": obj.slo.to_dict(), "window_s": WINDOW_S, "tolerance": TOLERANCE,

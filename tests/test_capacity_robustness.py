@@ -83,7 +83,7 @@ def test_without_a_batch_formation_band_a_miss_only_descends():
 
 def test_cli_objective_and_evaluators_share_one_definition_of_the_capacity_settings():
     from hydra_opt.cli.simulate_cmd import add_slo_args, capacity_settings
-    from hydra_opt.dse.objectives import parse_objectives
+    from hydra_opt.evaluate.objectives import parse_objectives
 
     p = argparse.ArgumentParser()
     add_slo_args(p)
