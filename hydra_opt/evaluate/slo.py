@@ -130,7 +130,8 @@ def scaled_requests(requests: Any, rate_per_s: float, *, name: str = "requests",
 
 
 # -- the settings and the base stream of a search ----------------------------------------------------------------
-#: Most requests a capacity run's stream is extended to (beyond: the run is flagged, the capacity a lower bound).
+#: Most requests a capacity run's stream is extended to; a run that needs more is flagged and its capacity is a
+#: lower bound.
 MAX_STREAM_REQUESTS = 200_000
 
 
@@ -145,7 +146,7 @@ class CapacitySettings:
             cheap).
         requests: Requests of the base stream, drawn from the workload's generator with the run's seed (None: the
             workload's own count). When a rate's window needs more, the stream is extended by further draws of
-            this many (:class:`CapacityStream`).
+            this many (:class:`~hydra_opt.evaluate.slo.CapacityStream`).
         window_s: Arrival duration of each run, s: only the requests arriving within it at the rate under test are
             replayed, so a higher rate is a longer overload, not a shorter burst (None: every request of the base
             stream, whose finite length then hides overload; docs/metrics.md "Finite runs hide overload").
