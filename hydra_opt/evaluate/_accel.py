@@ -30,11 +30,15 @@ COMPILED_MODULES: dict[str, tuple[str, ...]] = {
     "hydra_opt.evaluate.simulator": ("flows", "engine"),  # the per-task event path
     "hydra_opt.evaluate.estimator": ("_kernels",),  # the solver's scalar kernels (LPT, MVA, static fluid)
 }
-_ROOT = Path(__file__).resolve().parents[2]
+#: The ``hydra_opt`` package folder (this file is ``hydra_opt/evaluate/_accel.py``).
+_PKG = Path(__file__).resolve().parents[1]
 
 
 def _dir(package: str) -> Path:
-    return _ROOT.joinpath(*package.split("."))
+    """Folder of a ``hydra_opt.…`` package (inside the package folder: never a path above it)."""
+    head, *rest = package.split(".")
+    assert head == _PKG.name, package
+    return _PKG.joinpath(*rest)
 
 
 def _extension_file(here: Path, name: str) -> Path | None:
