@@ -488,19 +488,6 @@ def memory_concurrency(prep: Prepared, n_mem, capacity_bytes, batching: str, b) 
 # Helpers of the solver
 
 
-def _interp_curve(curve: np.ndarray, m: np.ndarray) -> np.ndarray:
-    m_max = curve.shape[-1]
-    if curve.ndim == 2 and curve.shape[0] == 1:  # one design: plain linear interpolation on n = 1..m_max
-        return np.interp(np.asarray(m, dtype=np.float64).reshape(-1)[:1], np.arange(1, m_max + 1), curve[0])
-    m = np.clip(np.asarray(m, dtype=np.float64), 1.0, m_max)
-    lo = np.floor(m).astype(np.int64)
-    hi = np.minimum(lo + 1, m_max)
-    w = m - lo
-    a = np.take_along_axis(curve, (lo - 1)[..., None], -1)[..., 0]
-    b = np.take_along_axis(curve, (hi - 1)[..., None], -1)[..., 0]
-    return a + w * (b - a)
-
-
 def _prompt_scv(prep: Prepared) -> float:
     """Squared coefficient of variation of the prompt length (prefill work of one request)."""
     p = prep.stats.prompt_tok

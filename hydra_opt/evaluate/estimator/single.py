@@ -176,7 +176,7 @@ class _Design:
     """One design's inputs at chiplet-type level (what the solver needs)."""
 
     __slots__ = ("counts", "names", "cols", "orders", "mem_bytes", "mem1", "memb", "hbm_bps", "batches", "batch",
-                 "tokens", "admits", "passes", "chunk_extra", "static_sched", "static_batching", "chunked", "mem_limited", "feasible", "gain")
+                 "tokens", "admits", "chunk_extra", "static_sched", "static_batching", "chunked", "mem_limited", "feasible", "gain")
 
 
 _TYPES: dict = {}
@@ -248,9 +248,9 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
 
     def plan_scalars():
         p = core.cycle_plan(prep, batching, b, budget)
-        return float(p["tokens"]), float(p["admits"]), float(p["passes"]), max(p.get("chunk_passes", 1.0) - 1.0, 0.0)
+        return float(p["tokens"]), float(p["admits"]), max(p.get("chunk_passes", 1.0) - 1.0, 0.0)
 
-    out.tokens, out.admits, out.passes, out.chunk_extra = _cached(("plan", id(prep), batching, b, budget), plan_scalars,
+    out.tokens, out.admits, out.chunk_extra = _cached(("plan", id(prep), batching, b, budget), plan_scalars,
                                                                   prep)
     gw, gh = int(design.grid_w), int(design.grid_h)
     mem_bw = float(mem.bw_gbps)
@@ -300,8 +300,8 @@ def _service_rates(curve: list[float], n_adm: int, u: float, bsz: float, m: floa
                    mu_max: float) -> list[float]:
     """μ(n) of the occupancy chain, n = 1..N, in floats.
 
-    ``n·u/B`` batches in flight run at the MVA curve (``core._interp_curve``: ``np.interp`` for one state, else
-    ``a + w(b − a)`` between the bracketing integers), below one batch at the one-batch rate scaled down; capped by
+    ``n·u/B`` batches in flight run at the MVA curve (``np.interp`` for one state, else ``a + w(b − a)`` between the
+    bracketing integers), below one batch at the one-batch rate scaled down; capped by
     the HBM rate, with the last state at the full capacity and μ made non-decreasing.
     """
     m_max = len(curve)
@@ -361,20 +361,15 @@ def _loads(di: _Design, opts: EstimatorOptions, nb: int):
 def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
     ex = _extras(prep)
     ld = _loads(di, opts, prep.n_blocks)
-    pre, dec, pre_ref, dec1 = ld["pre"], ld["dec"], ld["pre_ref"], ld["dec1"]
-    demand = [p + d for p, d in zip(pre, dec)]
+    demand = [p + d for p, d in zip(ld["pre"], ld["dec"])]
     m = _mx(di.batches, 1.0)
     m_max = int(math.ceil(m))
     lo_row, hi_row = int(math.floor(m - 1.0)), int(math.ceil(m - 1.0))
-    (curve, curve_b, curve_1), qrows = _mva([demand, ld["dec_ref"], dec1], m_max, (lo_row, hi_row))
+    (curve, curve_b, curve_1), qrows = _mva([demand, ld["dec_ref"], ld["dec1"]], m_max, (lo_row, hi_row))
     xp = [float(n) for n in range(1, m_max + 1)]
     x_mva = _interp1(m, xp, curve)
     x_hbm = di.hbm_bps / _mx(di.mem_bytes, 1e-300)
     x = _mn(x_mva, x_hbm) if di.feasible else 0.0
-    q_lo, q_hi = qrows[lo_row], qrows[hi_row]
-    wq = (m - 1.0) - math.floor(m - 1.0)
-    prefill_lat = _pw([p * (1.0 + (a + wq * (b - a))) for p, a, b in zip(pre, q_lo, q_hi)])
-    cycle_time = m / _mx(x, 1e-300) if x > 0 else _INF
     bsz = di.batch
     hb = di.hbm_bps / _mx(di.memb, 1e-300)
     h1 = di.hbm_bps / _mx(di.mem1, 1e-300)
@@ -388,7 +383,7 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
 
     tau_b = [n / _mx(_mn(cb, hb), 1e-300) for n, cb in zip(range(1, m_max + 1), curve_b)]
     ctx = dict(ex=ex, ld=ld, m=m, m_max=m_max, curve=curve, xp=xp, x=x, x_hbm=x_hbm, taus=taus, tau_b=tau_b,
-               cycle_time=cycle_time, prefill_lat=prefill_lat)
+               qrows=(qrows[lo_row], qrows[hi_row]))
     run = _static_run(di, prep, ctx) if di.static_batching else _stream_run(di, prep, ctx)
     return _result(di, prep, ctx, run, demand, x_mva)
 
@@ -413,6 +408,10 @@ def _static_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
     tau0, tau1 = taus(conc)
     a_mean = bsz * e_l1 / _mx(l1, 1e-9)
     tpot = tau0 + tau1 * a_mean
+    # The prefill pipeline residence at m batches in flight (MVA queue lengths between the bracketing rows).
+    q_lo, q_hi = ctx["qrows"]
+    wq = (m - 1.0) - math.floor(m - 1.0)
+    prefill_lat = _pw([p * (1.0 + (a + wq * (b - a))) for p, a, b in zip(ld["pre"], q_lo, q_hi)])
     fl_m = math.floor(di.batches + 1e-9)
     fl_feasible = di.feasible and fl_m >= 1
     fl_m = float(fl_m) if di.feasible else 0.0
@@ -442,19 +441,20 @@ def _static_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
         n_adm = int(max(1, round(float(m))))
         mu_n = np.array(_service_rates(ctx["curve"], n_adm, bsz, bsz, m, ctx["x_hbm"], di.admits, mu_max))
         lam_u = lam / bsz
-        pi, stat_thr, queue = _chain(lam_u, mu_n, n_adm, t_end, bsz * out_tok)
+        pi, stat_thr, queue = _chain(lam_u, mu_n, n_adm, t_end, bsz, out_tok)
         wait = queue / lam_u * (1.0 + ex["service_scv"]) / 2.0 if lam > 0 else 0.0
     return dict(thr=thr, ttft=ttft, tpot=tpot, cap_tok=cap_tok, mu_max=mu_max, rho=rho, pi=pi, stat_thr=stat_thr,
-                wait=wait, conc=conc, prefill_lat=ctx["prefill_lat"])
+                wait=wait, conc=conc, prefill_lat=prefill_lat)
 
 
-def _chain(lam_u: float, mu_n: np.ndarray, n_adm: int, t_end: float, tok_per_unit: float):
-    """Occupancy CTMC (Eq. 8): π, the stationary token rate and the mean number waiting."""
+def _chain(lam_u: float, mu_n: np.ndarray, n_adm: int, t_end: float, u: float, out_tok: float):
+    """Occupancy CTMC (Eq. 8) of customers of ``u`` requests (a static batch, or one request): π, the stationary
+    token rate and the mean number waiting."""
     room = int(min(2000, max(1.0, lam_u * t_end)))
     pi, _ = markov.occupancy_chain(lam_u, mu_n, n_adm, room)
     nn = np.arange(pi.size)
     queue = np.maximum(nn - n_adm, 0)
-    g_d = np.concatenate([[0.0], mu_n, np.full(pi.size - 1 - n_adm, mu_n[-1])])[: pi.size] * tok_per_unit
+    g_d = np.concatenate([[0.0], mu_n, np.full(pi.size - 1 - n_adm, mu_n[-1])])[: pi.size] * u * out_tok
     return pi, float((pi * g_d).sum()), float((pi * queue).sum())
 
 
@@ -501,7 +501,7 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
         mu_n = np.array([n / sm.life_s(n, lam, pre_s) for n in range(1, n_adm + 1)])
         mu_n[-1] = _mx(mu_n[-1], mu_max)
         mu_n = np.maximum.accumulate(mu_n)
-        pi, stat_thr, queue = _chain(lam, mu_n, n_adm, t_end, out_tok)
+        pi, stat_thr, queue = _chain(lam, mu_n, n_adm, t_end, 1.0, out_tok)
         wait = queue / lam * (1.0 + _extras(prep)["service_scv"]) / 2.0 if lam > 0 else 0.0
         if prep.scenario.ttft_from == "arrival" and math.isfinite(ttft):
             ttft += wait
