@@ -16,6 +16,7 @@ from typing import Any
 from hydra_opt.evaluate.slo import (DEFAULT_CAPACITY, DEFAULT_SLO, CapacityResult, CapacitySettings, CapacityStream, Slo,
                                     capacity_search)
 from hydra_opt.evaluate.estimator.result import Estimate, EstimatorOptions
+from hydra_opt.evaluate.estimator.streams import QUANTILE_PROBS
 from hydra_opt.evaluate.scenario import Scenario
 
 __all__ = ["estimated_slo", "estimated_capacity"]
@@ -32,10 +33,11 @@ def _attainment(ttft_mean_s: float, det_s: float, tpot_s: float, slo: Slo) -> fl
 
 
 def _cdf(quantiles: list[float], x: float) -> float:
-    """P(value ≤ x) from values at the probabilities 0.05, 0.10, …, 0.95 (linear between, flat tails)."""
+    """P(value ≤ x) from values at :data:`~hydra_opt.evaluate.estimator.streams.QUANTILE_PROBS` (linear between,
+    flat tails)."""
     import numpy as np
 
-    probs = np.arange(1, len(quantiles) + 1) / (len(quantiles) + 1)
+    probs = np.asarray(QUANTILE_PROBS)
     q = np.asarray(quantiles, dtype=np.float64)
     if x < q[0]:
         return 0.0 if x < q[0] * (1 - 1e-12) else float(probs[0])
@@ -56,7 +58,8 @@ def estimated_slo(est: Estimate, slo: Slo = DEFAULT_SLO) -> dict[str, float]:
     pq = est.diagnostics.get("tpot_quantiles_s")
     if tq and pq and math.isfinite(float(est.ttft_mean_s)):
         a = _cdf(tq, slo.ttft_s) * _cdf(pq, slo.tpot_s)
-        return {"slo_attainment": a, "goodput_tok_s": float(est.throughput_tok_s) * a, "ttft_p90_s": float(tq[17])}
+        return {"slo_attainment": a, "goodput_tok_s": float(est.throughput_tok_s) * a,
+                "ttft_p90_s": float(tq[QUANTILE_PROBS.index(0.9)])}
     m = float(est.ttft_mean_s)
     det = float(est.diagnostics.get("prefill_latency_s", m))
     a = _attainment(m, det, float(est.tpot_mean_s), slo)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["StreamInputs", "StreamModel"]
+__all__ = ["QUANTILE_PROBS", "StreamInputs", "StreamModel", "WindowRun", "latency_quantiles", "window_run"]
 
 
 def _interp(x: float, curve) -> float:
@@ -76,6 +76,7 @@ class StreamModel:
 
     def __init__(self, si: StreamInputs) -> None:
         self.si = si
+        self._running: dict[float, float] = {}  # running(λ), solved once per rate (a bisection)
         self.n_max = max(si.m * si.b, 1.0)
         self._full = max(si.tau0_s + si.tau1_s * si.b, 1e-300)
 
@@ -151,10 +152,10 @@ class StreamModel:
             return self.open_prefill_s(lam)
         work = self.open_prefill_s(lam) + max(si.chunks_mean - 1.0, 0.0) * self.decode_pass_s(1.0)
         n = self.running(lam)
-        if self.batches(n) < max(si.m, 1.0):
+        d = self.batches(n)
+        if d < max(si.m, 1.0):
             return work
         tau = self.pass_s(n, lam)
-        d = self.batches(n)
         return tau / (d + 1.0) + max(work, si.chunks_mean * tau)
 
     def prompt_part_s(self, lam: float) -> float:
@@ -171,6 +172,12 @@ class StreamModel:
 
     def running(self, lam: float) -> float:
         """Requests running at arrival rate ``lam`` (Little's law, bisection); ``n_max`` in overload."""
+        hit = self._running.get(lam)
+        if hit is None:
+            hit = self._running[lam] = self._solve_running(lam)
+        return hit
+
+    def _solve_running(self, lam: float) -> float:
         pre = self._pre_light(lam)
         top = self.n_max
         if top / self.life_s(top, lam, pre) <= lam:
@@ -282,8 +289,12 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     return WindowRun(thr, tuple((first - start)[sel].tolist()), tuple(tpot.tolist()))
 
 
+#: Probabilities of the TTFT/TPOT quantiles an estimate carries (0.05, 0.10, …, 0.95); ``goodput`` reads them.
+QUANTILE_PROBS: tuple[float, ...] = tuple(i / 20.0 for i in range(1, 20))
+
+
 def latency_quantiles(run: WindowRun, prompt_tok, prompt_part_s: float, wait_s: float,
-                      probs=tuple(i / 20.0 for i in range(1, 20))) -> tuple[list[float], list[float]]:
+                      probs: tuple[float, ...] = QUANTILE_PROBS) -> tuple[list[float], list[float]]:
     """Quantiles of the measured requests' TTFT and TPOT (s) at ``probs``.
 
     A request's TTFT is its fluid TTFT with the prompt-dependent part (``prompt_part_s`` at the mean prompt) scaled
