@@ -477,6 +477,23 @@ def _stream_model(di: _Design, prep: core.Prepared, ctx: dict) -> streams.Stream
         chunks_mean=di.chunk_extra + 1.0))
 
 
+def _window_wait(prep: core.Prepared, lam: float, mu: float, scv: float) -> float:
+    """Queueing delay of the requests a finite run measures, beyond the fluid's (``markov.window_wait_s``).
+
+    A run starts empty, so near ``ρ = 1`` its requests wait far less than the stationary chain says (whose
+    waiting room is cut at ``λ·t_end``: almost uniform there, a mean wait of ``t_end/2``). Over capacity the fluid
+    run already holds the linear backlog ``(λ − μ)·t``; only the diffusion's excess over it is returned (the caller
+    applies it to the requests that queue for a slot in the fluid run: when the run admits every request on arrival
+    and sheds load by preemption instead, nobody waits at admission).
+    """
+    w0, w1 = prep.window_s
+    a0 = prep.first_arrival_s
+    end = min(prep.horizon_s, w1) if math.isfinite(prep.horizon_s) else w1
+    t0, t1 = max(w0 - a0, 0.0), max(end - a0, 0.0)
+    fluid = _mx(lam - mu, 0.0) * 0.5 * (t0 + t1) / _mx(mu, 1e-300)
+    return _mx(markov.window_wait_s(lam, mu, scv, t0, t1) - fluid, 0.0)
+
+
 def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
     """Continuous and chunked batching: the two-stream model (``streams``), its window and its queue."""
     sm = _stream_model(di, prep, ctx)
@@ -496,13 +513,20 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
     if run and run.tpot_s:
         tpot = float(np.mean(run.tpot_s))
     stat_thr, pi, wait = cap_tok if over else lam * out_tok, None, 0.0
-    if not over and di.feasible:
-        n_adm = int(max(1, round(sm.n_max)))
-        mu_n = np.array([n / sm.life_s(n, lam, pre_s) for n in range(1, n_adm + 1)])
-        mu_n[-1] = _mx(mu_n[-1], mu_max)
-        mu_n = np.maximum.accumulate(mu_n)
-        pi, stat_thr, queue = _chain(lam, mu_n, n_adm, t_end, 1.0, out_tok)
-        wait = queue / lam * (1.0 + _extras(prep)["service_scv"]) / 2.0 if lam > 0 else 0.0
+    if di.feasible and lam > 0:
+        scv = _extras(prep)["service_scv"]
+        w_run = _window_wait(prep, lam, mu_max, scv)
+        if over:  # the fluid run holds the linear backlog: the diffusion's excess, for requests that queue there
+            if run and run.ttft_s:
+                queued = sum(1 for t in run.ttft_s if t > pre_s * 1.01 + 1e-6)
+                wait = w_run * queued / len(run.ttft_s)
+        else:
+            n_adm = int(max(1, round(sm.n_max)))
+            mu_n = np.array([n / sm.life_s(n, lam, pre_s) for n in range(1, n_adm + 1)])
+            mu_n[-1] = _mx(mu_n[-1], mu_max)
+            mu_n = np.maximum.accumulate(mu_n)
+            pi, stat_thr, queue = _chain(lam, mu_n, n_adm, t_end, 1.0, out_tok)
+            wait = _mn(queue / lam * (1.0 + scv) / 2.0, w_run)
         if prep.scenario.ttft_from == "arrival" and math.isfinite(ttft):
             ttft += wait
     quant = streams.latency_quantiles(run, prep.stats.prompt_tok, sm.prompt_part_s(lam), wait) if run else ([], [])
