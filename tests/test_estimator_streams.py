@@ -35,9 +35,15 @@ def test_open_network_prefill_and_the_chunked_pass():
     assert sm.prefill_s(10.0) == pytest.approx(0.02 / 0.8 + 0.03 / 0.7)  # Σ D/(1 − λD)
     ck = StreamModel(_inputs(chunked=True))
     assert ck.pass_s(1.0, 0.0) == pytest.approx(ck.decode_pass_s(1.0))
-    dec = ck.decode_pass_s(2.0)
-    extra = ck.open_prefill_s(5.0) - dec
-    assert ck.pass_s(2.0, 5.0) == pytest.approx(dec / (1.0 - 5.0 * extra / 2.0))  # τ = dec + (λτ/d)·extra
+    # Fewer than m batches: an arrival starts a batch of its own (its first pass is its prefill), the others' passes
+    # are decode-only.
+    assert ck.pass_s(2.0, 5.0) == ck.decode_pass_s(2.0)
+    # All m = 4 batches run: arrivals' chunks ride their passes, τ = dec + (λτ/d)·extra.
+    dec = ck.decode_pass_s(6.0)
+    extra = ck.open_prefill_s(0.5) - dec
+    assert ck.batches(6.0) == 4.0
+    assert ck.pass_s(6.0, 0.5) == pytest.approx(dec / (1.0 - 0.5 * extra / 4.0))
+    assert ck.pass_curve_s([2.0, 6.0], 0.5).tolist() == pytest.approx([ck.pass_s(2.0, 0.5), ck.pass_s(6.0, 0.5)])
 
 
 @pytest.mark.parametrize("chunked", [False, True])
@@ -69,3 +75,24 @@ def test_the_array_pass_curve_is_the_scalar_pass(chunked: bool):
     ns = np.array([0.3, 1.0, 2.5, 8.0, 9.0, 17.0, 31.9, 32.0, 40.0])
     for lam in (0.0, 3.0):
         np.testing.assert_allclose(sm.pass_curve_s(ns, lam), [sm.pass_s(float(n), lam) for n in ns], rtol=1e-12)
+
+
+def test_fluid_departures_and_fcfs_admissions_closed_form():
+    import numpy as np
+
+    from hydra_opt.evaluate.estimator.streams import _departures, _fcfs_admissions
+
+    grid = np.linspace(0.0, 100.0, 201)
+    tau = np.full(grid.size, 0.5)  # 2 passes per second
+    clock = grid / 0.5
+    s_q = np.array([2.0, 10.0])
+    leave = _departures(np.array([0.0, 1.0]), 0.25, s_q, grid, clock, tau)
+    # s passes after the first token (admission + 0.25 s): 0.25 + s·0.5.
+    assert leave.ravel().tolist() == pytest.approx([1.25, 5.25, 2.25, 6.25])
+    # Two slots: request 2 waits for the first whole departure (two half-request exits: the 2nd-earliest quantile
+    # exit, 2.25 s), request 3 for the second (the 4th-earliest, 6.25 s); FCFS keeps the order.
+    arr = np.array([0.0, 1.0, 1.5, 1.6])
+    full = np.vstack([leave, [[50.0, 60.0], [50.0, 60.0]]])
+    assert _fcfs_admissions(arr, full, 2).tolist() == pytest.approx([0.0, 1.0, 2.25, 6.25])
+    # Enough slots: everyone on arrival.
+    assert _fcfs_admissions(arr, full, 4).tolist() == arr.tolist()

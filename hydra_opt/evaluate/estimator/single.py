@@ -507,7 +507,7 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
     rho = lam / _mx(mu_max, 1e-300) if mu_max > 0 else _INF
     over = rho >= 1.0 or not math.isfinite(rho)
     t_end = float(prep.horizon_s if np.isfinite(prep.horizon_s) else 2.0 * prep.window_s[1])
-    run = streams.window_run(prep, sm, lam, pre_s, mu_max, t_end) if di.feasible else None
+    run = streams.window_run(prep, sm, lam, pre_s, mu_max, t_end, spread=not di.mem_limited) if di.feasible else None
     thr = run.throughput_tok_s if run else 0.0
     ttft = float(np.mean(run.ttft_s)) if run and run.ttft_s else _INF
     if run and run.tpot_s:
