@@ -418,23 +418,19 @@ def _lending_gain(prep: Prepared, chips: list, counts: list, tables: list, opts:
     return max(gain, 1.0)
 
 
-_GROUP_CACHE: dict = {}
+_WMAP_CACHE: dict = {}
 
 
-def family_memory_groups(design, prep: Prepared, n_mem: int, *, preset: str = "clean", library=None) -> dict[str, float]:
-    """Memories each block family streams from, as the simulator's placement lays the weights out.
+def block_memory_map(design, prep: Prepared, n_mem: int, *, preset: str = "clean", library=None):
+    """Memory index of each block's weights as the simulator's placement lays them out (``Placement.weight_map``,
+    indices into the sorted memory slots), or None when the placement is unavailable for this design.
 
-    All of them for a pure model. For a hybrid, the memories holding the family's blocks in the weight map of
-    ``hydra_opt.system.placement.memory_split`` called as the simulator calls ``place``: the ``clean`` preset at
-    the workload's mean prompt + output context (traffic-balanced Mamba/attention split for ``cp``,
-    docs/noi_placement.md), the ``paper`` preset at the model's ``max_position``; ``rr``/``random`` make no
-    groups but may still leave a family on fewer memories (``rr`` with 2 memories puts every attention block of
-    Nemotron-H on one). ``random`` uses the simulator's default placement seed 0. Cached by what decides the
-    weight map (model, precision, memories, memory type, B, policy, preset, context, grid); compute counts do not.
+    ``hydra_opt.system.placement.memory_split`` called as the simulator calls ``place``: the ``clean`` preset at the
+    workload's mean prompt + output context (traffic-balanced Mamba/attention split for ``cp``,
+    docs/noi_placement.md), the ``paper`` preset at the model's ``max_position``; ``random`` uses the simulator's
+    default placement seed 0. Cached by what decides the weight map (model, precision, memories, memory type, B,
+    policy, preset, context, grid); compute counts do not.
     """
-    fams = sorted(set(prep.families))
-    if len(fams) == 1 or n_mem < 2:
-        return {f: float(max(n_mem, 1)) for f in fams}
     policy = str(design.placement)
     ctx = None
     if preset != "paper" and prep.context_mean_tok:
@@ -442,23 +438,42 @@ def family_memory_groups(design, prep: Prepared, n_mem: int, *, preset: str = "c
     prec = str(getattr(design, "precision", prep.precision))
     key = (prep.model_name, prec, int(n_mem), str(getattr(design, "memory", "")), int(design.max_batch), policy,
            preset, ctx, int(design.grid_w), int(design.grid_h))
-    hit = _GROUP_CACHE.get(key)
-    if hit is None:
-        try:
-            from hydra_opt.system.placement import memory_split
+    if key in _WMAP_CACHE:
+        return _WMAP_CACHE[key]
+    try:
+        from hydra_opt.system.placement import memory_split
 
-            model = prep.model
-            if model is None or not hasattr(model, "block_weight_bytes"):
-                from hydra_opt.workload.models import load_model
+        model = prep.model
+        if model is None or not hasattr(model, "block_weight_bytes"):
+            from hydra_opt.workload.models import load_model
 
-                model = load_model(prep.model_name)
-            wmap = memory_split(design, model, library=library, preset=preset, context_tokens=ctx).weight_map
-            hit = {f: float(len({m for m, g in zip(wmap, prep.families) if g == f})) for f in fams}
-        except Exception:  # noqa: BLE001 - placement unavailable for this design: split evenly (cp) or share
-            n_m = min(max(n_mem // 2, 1), n_mem - 1) if policy == "cp" else n_mem
-            hit = {"mamba": float(n_m), "attention": float(n_mem - n_m if policy == "cp" else n_mem)}
-        _GROUP_CACHE[key] = hit
+            model = load_model(prep.model_name)
+        hit = tuple(memory_split(design, model, library=library, preset=preset, context_tokens=ctx).weight_map)
+    except Exception:  # noqa: BLE001 - placement unavailable for this design
+        hit = None
+    if len(_WMAP_CACHE) > 4096:
+        _WMAP_CACHE.clear()
+    _WMAP_CACHE[key] = hit
     return hit
+
+
+def family_memory_groups(design, prep: Prepared, n_mem: int, *, preset: str = "clean", library=None) -> dict[str, float]:
+    """Memories each block family streams from, as the simulator's placement lays the weights out.
+
+    All of them for a pure model. For a hybrid, the memories holding the family's blocks in the weight map
+    (:func:`block_memory_map`); ``rr``/``random`` make no groups but may still leave a family on fewer memories
+    (``rr`` with 2 memories puts every attention block of Nemotron-H on one). When the placement is unavailable:
+    split evenly (``cp``) or shared.
+    """
+    fams = sorted(set(prep.families))
+    if len(fams) == 1 or n_mem < 2:
+        return {f: float(max(n_mem, 1)) for f in fams}
+    wmap = block_memory_map(design, prep, n_mem, preset=preset, library=library)
+    if wmap is not None:
+        return {f: float(len({m for m, g in zip(wmap, prep.families) if g == f})) for f in fams}
+    policy = str(design.placement)
+    n_m = min(max(n_mem // 2, 1), n_mem - 1) if policy == "cp" else n_mem
+    return {"mamba": float(n_m), "attention": float(n_mem - n_m if policy == "cp" else n_mem)}
 
 
 def memory_concurrency(prep: Prepared, n_mem, capacity_bytes, batching: str, b) -> np.ndarray:
