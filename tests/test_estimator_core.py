@@ -111,16 +111,19 @@ def test_memory_concurrency_grows_with_capacity(llama, arxiv) -> None:
 # ------------------------------------------------------------------------------------------------ Markov / fluid
 
 
-def test_birth_death_sparse_equals_product_form_and_sums_to_one() -> None:
+def test_birth_death_product_form_sums_to_one_and_batches_over_a_leading_axis() -> None:
     rng = np.random.default_rng(3)
-    b = rng.uniform(0.5, 2.0, 40)
-    d = rng.uniform(1.0, 3.0, 40)
-    p1 = markov.birth_death_stationary(b, d)
-    p2 = markov.birth_death_stationary_closed(b, d)
-    assert p1.sum() == pytest.approx(1.0) and np.all(p1 >= 0)
-    assert np.allclose(p1, p2, rtol=1e-10, atol=1e-14)
+    b = rng.uniform(0.5, 2.0, (3, 40))
+    d = rng.uniform(1.0, 3.0, (3, 40))
+    p = markov.birth_death_stationary(b, d)
+    assert p.shape == (3, 41)
+    assert np.allclose(p.sum(axis=1), 1.0) and np.all(p >= 0)
+    assert np.allclose(p[1], markov.birth_death_stationary(b[1], d[1]), rtol=1e-14, atol=0)
     # Detailed balance.
-    assert np.allclose(p1[:-1] * b, p1[1:] * d)
+    assert np.allclose(p[:, :-1] * b, p[:, 1:] * d)
+    # A 4,000-state chain at ρ = 1 stays finite (log space): uniform.
+    flat = markov.birth_death_stationary(np.full(4000, 2.0), np.full(4000, 2.0))
+    assert np.allclose(flat, 1.0 / 4001)
 
 
 def test_mm1_queue_from_occupancy_chain() -> None:

@@ -101,9 +101,5 @@ cpdef tuple static_curves(StaticSeq seq, const double[::1] gk, const double[::1]
 cpdef double static_ttft(StaticSeq seq, double b_f, double a0, double r_adm, double pre_sum, bint feasible,
                          double t0, double t1, double horizon, bint from_arrival)
 
-
-@cython.locals(n=Py_ssize_t, p=Py_ssize_t, j=Py_ssize_t)
-cpdef void birth_death_csc(const double[::1] b, const double[::1] d, double[::1] dat, int[::1] idx, int[::1] indptr)
-
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t, tot=cython.double)
-cpdef void normalise(const double[::1] x, double[::1] out)
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, acc=cython.double, top=cython.double, tot=cython.double)
+cpdef void birth_death_product(const double[::1] b, const double[::1] d, double[::1] out)

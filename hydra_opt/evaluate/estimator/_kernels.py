@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - Cython is a build requirement only
     COMPILED = False
 
 __all__ = ["COMPILED", "pairwise_sum", "interp_scalar", "lpt", "lpt_order", "station_loads", "mva",
-           "StaticSeq", "batches_followed", "batch_sequence", "static_curves", "static_ttft", "birth_death_csc", "normalise"]
+           "StaticSeq", "batches_followed", "batch_sequence", "static_curves", "static_ttft", "birth_death_product"]
 
 _INF = float("inf")
 
@@ -573,40 +573,24 @@ def static_ttft(seq: StaticSeq, b_f: float, a0: float, r_adm: float, pre_sum: fl
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The occupancy chain's linear system (markov.birth_death_stationary), assembled in one pass
+# The occupancy chain's stationary distribution (markov.birth_death_stationary, compiled builds)
 
 
-def birth_death_csc(b, d, dat, idx, indptr) -> None:
-    """Fill the canonical CSC arrays of ``Qᵀ`` with the last row replaced by ``Σπ = 1`` (``markov.
-    birth_death_stationary``'s layout; ``n = len(b) + 1 ≥ 3``): column ``j`` holds rows ``j − 1`` (death),
-    ``j`` (diagonal ``−b_j − d_{j−1}``), ``j + 1`` (birth, below the last row) and the normalisation row."""
-    n = len(b) + 1
-    indptr[0] = 0
-    p = 0
-    for j in range(n):
-        if j >= 1:
-            idx[p] = j - 1
-            dat[p] = d[j - 1]
-            p += 1
-        if j < n - 1:
-            idx[p] = j
-            dat[p] = (0.0 - b[j]) - d[j - 1] if j >= 1 else 0.0 - b[j]
-            p += 1
-        if j + 1 < n - 1:
-            idx[p] = j + 1
-            dat[p] = b[j]
-            p += 1
-        idx[p] = n - 1
-        dat[p] = 1.0
-        p += 1
-        indptr[j + 1] = p
-
-
-def normalise(x, out) -> None:
-    """``π = max(x, 0); π / Σπ`` (numpy's sum) into ``out``."""
-    n = len(x)
+def birth_death_product(b, d, out) -> None:
+    """``π_n ∝ Π_{i<n} b_i/d_i`` into ``out`` (``len(b) + 1`` states), normalised, in log space (detailed balance
+    of a birth–death chain; the same arithmetic as ``markov.birth_death_stationary``'s numpy path up to the
+    library's ``exp``/``log`` last bits)."""
+    n = len(b)
+    acc = 0.0
+    top = 0.0
+    out[0] = 0.0
     for i in range(n):
-        out[i] = _mx(x[i], 0.0)
-    tot = _pw_range(out, 0, n)
-    for i in range(n):
+        acc += math.log(_mx(b[i], 1e-300)) - math.log(_mx(d[i], 1e-300))
+        out[i + 1] = acc
+        if acc > top:
+            top = acc
+    for i in range(n + 1):
+        out[i] = math.exp(out[i] - top)
+    tot = _pw_range(out, 0, n + 1)
+    for i in range(n + 1):
         out[i] = out[i] / tot
