@@ -522,7 +522,8 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
                 wait = w_run * queued / len(run.ttft_s)
         else:
             n_adm = int(max(1, round(sm.n_max)))
-            mu_n = np.array([n / sm.life_s(n, lam, pre_s) for n in range(1, n_adm + 1)])
+            ns = np.arange(1.0, n_adm + 1.0)
+            mu_n = ns / (pre_s + sm.si.steps_mean * sm.pass_curve_s(ns, lam))  # n / life(n), one numpy pass
             mu_n[-1] = _mx(mu_n[-1], mu_max)
             mu_n = np.maximum.accumulate(mu_n)
             pi, stat_thr, queue = _chain(lam, mu_n, n_adm, t_end, 1.0, out_tok)
