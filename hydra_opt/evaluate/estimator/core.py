@@ -419,6 +419,15 @@ def _lending_gain(prep: Prepared, chips: list, counts: list, tables: list, opts:
 
 
 _WMAP_CACHE: dict = {}
+_GROUP_CACHE: dict = {}
+
+
+def _wmap_key(design, prep: Prepared, n_mem: int, preset: str) -> tuple:
+    """What decides the weight map: model, precision, memories, memory type, B, policy, preset, context, grid."""
+    ctx = round(prep.context_mean_tok) if preset != "paper" and prep.context_mean_tok else None
+    prec = str(getattr(design, "precision", prep.precision))
+    return (prep.model_name, prec, int(n_mem), str(getattr(design, "memory", "")), int(design.max_batch),
+            str(design.placement), preset, ctx, int(design.grid_w), int(design.grid_h))
 
 
 def block_memory_map(design, prep: Prepared, n_mem: int, *, preset: str = "clean", library=None):
@@ -428,16 +437,9 @@ def block_memory_map(design, prep: Prepared, n_mem: int, *, preset: str = "clean
     ``hydra_opt.system.placement.memory_split`` called as the simulator calls ``place``: the ``clean`` preset at the
     workload's mean prompt + output context (traffic-balanced Mamba/attention split for ``cp``,
     docs/noi_placement.md), the ``paper`` preset at the model's ``max_position``; ``random`` uses the simulator's
-    default placement seed 0. Cached by what decides the weight map (model, precision, memories, memory type, B,
-    policy, preset, context, grid); compute counts do not.
+    default placement seed 0. Cached by :func:`_wmap_key` (compute counts do not matter).
     """
-    policy = str(design.placement)
-    ctx = None
-    if preset != "paper" and prep.context_mean_tok:
-        ctx = round(prep.context_mean_tok)
-    prec = str(getattr(design, "precision", prep.precision))
-    key = (prep.model_name, prec, int(n_mem), str(getattr(design, "memory", "")), int(design.max_batch), policy,
-           preset, ctx, int(design.grid_w), int(design.grid_h))
+    key = _wmap_key(design, prep, n_mem, preset)
     if key in _WMAP_CACHE:
         return _WMAP_CACHE[key]
     try:
@@ -448,6 +450,7 @@ def block_memory_map(design, prep: Prepared, n_mem: int, *, preset: str = "clean
             from hydra_opt.workload.models import load_model
 
             model = load_model(prep.model_name)
+        ctx = key[7]
         hit = tuple(memory_split(design, model, library=library, preset=preset, context_tokens=ctx).weight_map)
     except Exception:  # noqa: BLE001 - placement unavailable for this design
         hit = None
@@ -463,17 +466,24 @@ def family_memory_groups(design, prep: Prepared, n_mem: int, *, preset: str = "c
     All of them for a pure model. For a hybrid, the memories holding the family's blocks in the weight map
     (:func:`block_memory_map`); ``rr``/``random`` make no groups but may still leave a family on fewer memories
     (``rr`` with 2 memories puts every attention block of Nemotron-H on one). When the placement is unavailable:
-    split evenly (``cp``) or shared.
+    split evenly (``cp``) or shared. Cached with the weight map.
     """
     fams = sorted(set(prep.families))
     if len(fams) == 1 or n_mem < 2:
         return {f: float(max(n_mem, 1)) for f in fams}
-    wmap = block_memory_map(design, prep, n_mem, preset=preset, library=library)
-    if wmap is not None:
-        return {f: float(len({m for m, g in zip(wmap, prep.families) if g == f})) for f in fams}
-    policy = str(design.placement)
-    n_m = min(max(n_mem // 2, 1), n_mem - 1) if policy == "cp" else n_mem
-    return {"mamba": float(n_m), "attention": float(n_mem - n_m if policy == "cp" else n_mem)}
+    key = _wmap_key(design, prep, n_mem, preset)
+    hit = _GROUP_CACHE.get(key)
+    if hit is None:
+        wmap = block_memory_map(design, prep, n_mem, preset=preset, library=library)
+        if wmap is not None:
+            hit = {f: float(len({m for m, g in zip(wmap, prep.families) if g == f})) for f in fams}
+        else:
+            n_m = min(max(n_mem // 2, 1), n_mem - 1) if str(design.placement) == "cp" else n_mem
+            hit = {"mamba": float(n_m), "attention": float(n_mem - n_m if str(design.placement) == "cp" else n_mem)}
+        if len(_GROUP_CACHE) > 4096:
+            _GROUP_CACHE.clear()
+        _GROUP_CACHE[key] = hit
+    return hit
 
 
 def memory_concurrency(prep: Prepared, n_mem, capacity_bytes, batching: str, b) -> np.ndarray:
