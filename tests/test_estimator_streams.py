@@ -96,3 +96,33 @@ def test_fluid_departures_and_fcfs_admissions_closed_form():
     assert _fcfs_admissions(arr, full, 2).tolist() == pytest.approx([0.0, 1.0, 2.25, 6.25])
     # Enough slots: everyone on arrival.
     assert _fcfs_admissions(arr, full, 4).tolist() == arr.tolist()
+
+
+def test_prefill_of_a_longer_prompt_closed_forms():
+    import numpy as np
+
+    sc = np.array([0.5, 1.0, 3.0])
+    # Continuous: the prefill pass is linear in the prompt.
+    sm = StreamModel(_inputs())
+    pre = sm.open_prefill_s(2.0)
+    assert sm.prefill_at_s(2.0, sc).tolist() == pytest.approx((pre * sc).tolist())
+    assert sm.prefill_s(2.0) == pytest.approx(pre)
+    # Chunked, prompts within the token budget (one chunk each), fewer than m batches: its own batch's first pass.
+    ck = StreamModel(_inputs(chunked=True, steps_mean=5.0))
+    lam = 0.5
+    assert ck.batches(ck.running(lam)) < 4.0
+    assert ck.prefill_at_s(lam, sc).tolist() == pytest.approx((ck.open_prefill_s(lam) * sc).tolist())
+    # Long prompts (2.5 chunks on average): each further chunk pays a one-member pass, chunks grow with the prompt.
+    long = StreamModel(_inputs(chunked=True, steps_mean=5.0, chunks_mean=2.5))
+    f = long.decode_pass_s(1.0)
+    want = long.open_prefill_s(lam) * sc + (np.maximum(2.5 * sc, 1.0) - 1.0) * f
+    assert long.prefill_at_s(lam, sc).tolist() == pytest.approx(want.tolist())
+    # Every batch running: a chunk rides a pass, so no prompt's first token comes before the pass ends.
+    busy = StreamModel(_inputs(chunked=True, steps_mean=400.0))
+    lam = 0.9 * busy.capacity_req_s()
+    n = busy.running(lam)
+    assert busy.batches(n) == 4.0
+    tau = busy.pass_s(n, lam)
+    got = busy.prefill_at_s(lam, np.array([0.01, 1.0]))
+    assert got[0] == pytest.approx(tau / 5.0 + tau)
+    assert got[1] == pytest.approx(busy.prefill_s(lam))

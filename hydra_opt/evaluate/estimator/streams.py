@@ -149,26 +149,33 @@ class StreamModel:
         Continuous: each prompt gets its own prefill pass (an arrival joins whichever batch's prefill stream is
         idle) and the passes share the prefill stations. Chunked: while fewer than ``m`` batches run an arrival
         starts a batch of its own, whose first pass is its prefill alone; with every batch running it waits for a
-        batch's pass boundary (the first of ``d`` staggered ones: ``τ/(d + 1)``) and its chunks ride that batch's passes, one chunk a pass, each
-        further chunk paying the pass's fixed weight-streaming cost again (about a one-member decode pass)."""
+        batch's pass boundary (the first of ``d`` staggered ones: ``τ/(d + 1)``) and its chunks ride that batch's
+        passes, one chunk a pass, each further chunk paying the pass's fixed weight-streaming cost again (about a
+        one-member decode pass)."""
+        return float(self.prefill_at_s(lam, 1.0))
+
+    def prefill_at_s(self, lam: float, scale):
+        """:meth:`prefill_s` of a prompt ``scale`` × the mean prompt (numpy-broadcasting over ``scale``), s: the
+        prefill pass is about linear in the prompt's tokens, and so is its chunk count where prompts exceed the
+        token budget (``n̄ > 1``); a chunk that rides a
+        batch's pass lasts at least that pass (``max(work, n̄·τ)``), so short prompts' TTFT does not fall below
+        it while long ones' grows with their prefill."""
+        import numpy as np
+
         si = self.si
+        sc = np.asarray(scale, dtype=np.float64)
+        pre = self.open_prefill_s(lam) * sc
         if not si.chunked:
-            return self.open_prefill_s(lam)
-        work = self.open_prefill_s(lam) + max(si.chunks_mean - 1.0, 0.0) * self.decode_pass_s(1.0)
+            return pre
+        # Chunks grow with the prompt only where prompts exceed the token budget (n̄ > 1); else one chunk each.
+        chunks = np.maximum(si.chunks_mean * sc, 1.0) if si.chunks_mean > 1.0 + 1e-9 else np.ones_like(sc)
+        work = pre + (chunks - 1.0) * self.decode_pass_s(1.0)
         n = self.running(lam)
         d = self.batches(n)
         if d < max(si.m, 1.0):
             return work
         tau = self.pass_s(n, lam)
-        return tau / (d + 1.0) + max(work, si.chunks_mean * tau)
-
-    def prompt_part_s(self, lam: float) -> float:
-        """The part of the prefill latency that grows with the prompt, s: the prefill pass (continuous); chunked,
-        what of it exceeds the pass its chunk rides (the decode part of the same pass runs beside it)."""
-        pre = self.open_prefill_s(lam)
-        if not self.si.chunked:
-            return pre
-        return max(pre - self.decode_pass_s(self.running(lam)), 0.0)
+        return tau / (d + 1.0) + np.maximum(work, chunks * tau)
 
     def life_s(self, n: float, lam: float, pre_s: float) -> float:
         """Time a request holds its slot: prefill plus S̄ passes, s."""
@@ -350,13 +357,14 @@ def _departures(adm, pre_s: float, s_q, grid, clock, tau):
 QUANTILE_PROBS: tuple[float, ...] = tuple(i / 20.0 for i in range(1, 20))
 
 
-def latency_quantiles(run: WindowRun, prompt_tok, prompt_part_s: float, wait_s: float,
+def latency_quantiles(run: WindowRun, prompt_tok, prefill_at_s, wait_s: float,
                       probs: tuple[float, ...] = QUANTILE_PROBS) -> tuple[list[float], list[float]]:
     """Quantiles of the measured requests' TTFT and TPOT (s) at ``probs``.
 
-    A request's TTFT is its fluid TTFT with the prompt-dependent part (``prompt_part_s`` at the mean prompt) scaled
-    to its own prompt (the prefill pass is about linear in the prompt's tokens) plus an exponential queueing delay of mean ``wait_s`` (the occupancy chain's wait);
-    requests, prompt lengths and delays are combined on fixed quantile grids (deterministic).
+    A request's TTFT is its fluid TTFT (at the mean prompt) shifted by how much longer or shorter its own prompt's
+    prefill is (``prefill_at_s(scale) − prefill_at_s(1)``, :meth:`StreamModel.prefill_at_s`; ``scale`` = prompt
+    over the mean prompt) plus an exponential queueing delay of mean ``wait_s`` (the finite run's wait); requests,
+    prompt lengths and delays are combined on fixed quantile grids (deterministic).
     """
     import numpy as np
 
@@ -367,8 +375,9 @@ def latency_quantiles(run: WindowRun, prompt_tok, prompt_part_s: float, wait_s: 
         t = t[np.linspace(0, t.size - 1, 64).astype(np.int64)]
     p = np.asarray(prompt_tok, dtype=np.float64)
     scale = np.quantile(p, np.linspace(0.03125, 0.96875, 16)) / max(float(p.mean()), 1e-300)
+    shift = np.asarray(prefill_at_s(scale)) - float(prefill_at_s(1.0))
     u = np.linspace(0.0625, 0.9375, 8)
     delay = -np.log1p(-u) * wait_s if wait_s > 0 else np.zeros(1)
-    samples = (t[:, None, None] + prompt_part_s * (scale[None, :, None] - 1.0) + delay[None, None, :]).ravel()
+    samples = (t[:, None, None] + shift[None, :, None] + delay[None, None, :]).ravel()
     q = np.asarray(probs)
     return np.quantile(samples, q).tolist(), np.quantile(np.asarray(run.tpot_s), q).tolist()
