@@ -126,3 +126,22 @@ def test_prefill_of_a_longer_prompt_closed_forms():
     got = busy.prefill_at_s(lam, np.array([0.01, 1.0]))
     assert got[0] == pytest.approx(tau / 5.0 + tau)
     assert got[1] == pytest.approx(busy.prefill_s(lam))
+
+
+def test_a_finite_run_queues_at_the_bottleneck_prefill_station_only():
+    from hydra_opt.evaluate.estimator.markov import window_wait_s
+
+    si = dict(pre1_s=(0.02, 0.05, 0.03), arrivals_s=(1.0, 15.0), prompt_scv=0.4)
+    sm = StreamModel(_inputs(**si))
+    # Light load: the M/M/1 wait of the slowest station (a run this long reaches it).
+    lam = 2.0
+    d = 0.05
+    want = 0.10 + min(d * lam * d / (1 - lam * d), window_wait_s(lam, 1 / d, 0.4, 1.0, 15.0))
+    assert sm.open_prefill_s(lam) == pytest.approx(want)
+    # At and past the bottleneck's rate the stationary wait is infinite; the run's stays finite and grows.
+    w20, w30 = sm.open_prefill_s(20.0), sm.open_prefill_s(30.0)
+    assert 0.10 < w20 < w30 < math.inf
+    assert w20 == pytest.approx(0.10 + window_wait_s(20.0, 20.0, 0.4, 1.0, 15.0))
+    # Stationary inputs keep the open-network formula.
+    assert StreamModel(_inputs(pre1_s=si["pre1_s"])).open_prefill_s(lam) == pytest.approx(
+        sum(x / (1 - lam * x) for x in si["pre1_s"]))

@@ -474,7 +474,15 @@ def _stream_model(di: _Design, prep: core.Prepared, ctx: dict) -> streams.Stream
     return streams.StreamModel(streams.StreamInputs(
         m=m, b=bsz, steps_mean=float(st.decode_steps_mean), tau_b_s=tuple(ctx["tau_b"]), tau0_s=tau0, tau1_s=tau1,
         pre1_s=tuple(x for x in ld["pre1"] if x > 0.0), pre_rate_req_s=pre_rate, chunked=di.chunked,
-        chunks_mean=di.chunk_extra + 1.0))
+        chunks_mean=di.chunk_extra + 1.0, arrivals_s=_arrival_span(prep), prompt_scv=ctx["ex"]["prompt_scv"]))
+
+
+def _arrival_span(prep: core.Prepared) -> tuple[float, float]:
+    """The measured arrivals' span after the run's first arrival, s (the window's, cut at the horizon)."""
+    w0, w1 = prep.window_s
+    a0 = prep.first_arrival_s
+    end = min(prep.horizon_s, w1) if math.isfinite(prep.horizon_s) else w1
+    return max(w0 - a0, 0.0), max(end - a0, 0.0)
 
 
 def _window_wait(prep: core.Prepared, lam: float, mu: float, scv: float) -> float:
@@ -486,10 +494,7 @@ def _window_wait(prep: core.Prepared, lam: float, mu: float, scv: float) -> floa
     applies it to the requests that queue for a slot in the fluid run: when the run admits every request on arrival
     and sheds load by preemption instead, nobody waits at admission).
     """
-    w0, w1 = prep.window_s
-    a0 = prep.first_arrival_s
-    end = min(prep.horizon_s, w1) if math.isfinite(prep.horizon_s) else w1
-    t0, t1 = max(w0 - a0, 0.0), max(end - a0, 0.0)
+    t0, t1 = _arrival_span(prep)
     fluid = _mx(lam - mu, 0.0) * 0.5 * (t0 + t1) / _mx(mu, 1e-300)
     return _mx(markov.window_wait_s(lam, mu, scv, t0, t1) - fluid, 0.0)
 

@@ -57,6 +57,9 @@ class StreamInputs:
             ``min(max_batch, token_budget / E[P])`` prompts per pass).
         chunked: Chunked prefill (one pass carries decodes and prefill chunks).
         chunks_mean: n̄, mean passes a prompt's chunks take (chunked; 1 otherwise).
+        arrivals_s: The measured arrivals' span after the run's start, ``(t0, t1)`` s (the prefill stations start
+            empty: their queue is the finite run's, not the stationary one; ``(0, inf)``: stationary).
+        prompt_scv: Squared coefficient of variation of the prompt length (a prefill pass's work).
     """
 
     m: float
@@ -69,6 +72,8 @@ class StreamInputs:
     chunks_mean: float = 1.0
     pre1_s: tuple[float, ...]
     pre_rate_req_s: float
+    arrivals_s: tuple[float, float] = (0.0, math.inf)
+    prompt_scv: float = 1.0
 
 
 class StreamModel:
@@ -138,10 +143,34 @@ class StreamModel:
         return dec / (1.0 - g)
 
     def open_prefill_s(self, lam: float) -> float:
-        """One prompt's prefill through the prefill stations at arrival rate ``lam``, s: the open-network
-        response ``Σ D_s/(1 − U_s)``, ``U_s = λ·D_s`` (product form, M/M/1 per station), the utilisation capped
-        where batching prompts takes over."""
-        return sum(d / (1.0 - min(lam * d, 0.9)) for d in self.si.pre1_s)
+        """One prompt's prefill through the prefill stations at arrival rate ``lam``, s.
+
+        Stationary (``arrivals_s`` unbounded): the open-network response ``Σ D_s/(1 − U_s)``, ``U_s = λ·D_s``
+        (product form, M/M/1 per station), the utilisation capped where batching prompts takes over. A finite run
+        (the estimator's case): the stations' demands plus the queue of the bottleneck station — in a tandem the
+        slowest station queues and smooths the arrivals the others see — at its wait in the run
+        (:meth:`_station_wait_s`). Summing every station's wait, or the stationary capped formula, put Llama-3-8B
+        arXiv's 9-station prefill at 5.0 and 7.0 s at 2.7 req/s against a simulated p90 TTFT of 3.3 s; with the
+        bottleneck alone the dynamic benchmark's 120 cells went from mean Spearman 0.678 to 0.737 (throughput at
+        120 % load 0.67 → 0.81, capacity 0.72 → 0.74, the smallest capacity ρ 0.04 → 0.37)."""
+        pre = self.si.pre1_s
+        t0, t1 = self.si.arrivals_s
+        if not math.isfinite(t1):
+            return sum(d / (1.0 - min(lam * d, 0.9)) for d in pre)
+        return sum(pre) + self._station_wait_s(lam, max(pre, default=0.0))
+
+    def _station_wait_s(self, lam: float, d: float) -> float:
+        """Queueing delay at a prefill station of demand ``d`` in the finite run: the M/M/1 wait ``d·U/(1 − U)``
+        where the run reaches it, else the wait of a queue started empty (``markov.window_wait_s``: a reflected
+        Brownian motion over the measured arrivals' span, service variability from the prompt lengths)."""
+        from hydra_opt.evaluate.estimator.markov import window_wait_s
+
+        if d <= 0.0:
+            return 0.0
+        u = lam * d
+        stat = d * u / (1.0 - u) if u < 1.0 else math.inf
+        t0, t1 = self.si.arrivals_s
+        return min(stat, window_wait_s(lam, 1.0 / d, self.si.prompt_scv, t0, t1))
 
     def prefill_s(self, lam: float) -> float:
         """Prefill latency of an admitted request (to its first token) at arrival rate ``lam``, s.
