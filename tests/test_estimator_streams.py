@@ -20,9 +20,10 @@ def test_decode_pass_is_the_mva_pass_scaled_to_the_members():
     sm = StreamModel(_inputs())
     full = 0.016 + 0.0005 * 8
     assert sm.decode_pass_s(1.0) == pytest.approx(0.02 * (0.016 + 0.0005) / full)
-    # 12 running: 2 batches of 6 members (refills fill the oldest batches first).
-    assert sm.batches(12.0) == 2.0
-    assert sm.decode_pass_s(12.0) == pytest.approx(0.03 * (0.016 + 0.0005 * 6) / full)
+    # 12 running: the full batches' 1.5 plus the one formed while another prefilled, 2.5 batches of 4.8 members.
+    assert sm.batches(12.0) == 2.5
+    assert sm.decode_pass_s(12.0) == pytest.approx(0.035 * (0.016 + 0.0005 * 4.8) / full)
+    assert sm.batches(1.0) == 1.0 and sm.batches(1000.0) == 4.0  # one request, one batch; at most m
     # Chunked prefill: every arrival starts a batch of its own, up to m.
     ck = StreamModel(_inputs(chunked=True))
     assert ck.batches(3.0) == 3.0 and ck.batches(12.0) == 4.0
