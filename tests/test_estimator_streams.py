@@ -146,3 +146,14 @@ def test_a_finite_run_queues_at_the_bottleneck_prefill_station_only():
     # Stationary inputs keep the open-network formula.
     assert StreamModel(_inputs(pre1_s=si["pre1_s"])).open_prefill_s(lam) == pytest.approx(
         sum(x / (1 - lam * x) for x in si["pre1_s"]))
+
+
+def test_chunked_passes_carry_the_admitted_prompts_only():
+    # Beyond the capacity, arrivals wait for a slot: they ride no pass, so the pass is the one at capacity.
+    ck = StreamModel(_inputs(chunked=True, steps_mean=400.0, chunks_mean=2.0, pre1_s=(0.2, 0.3)))
+    cap = ck.capacity_req_s()
+    n = ck.n_max
+    assert ck.batches(n) == 4.0
+    assert ck.pass_s(n, 3.0 * cap) == ck.pass_s(n, cap)
+    assert ck.pass_curve_s([n], 3.0 * cap)[0] == pytest.approx(ck.pass_s(n, cap), rel=1e-12)
+    assert ck.pass_s(n, 0.5 * cap) < ck.pass_s(n, cap)

@@ -82,6 +82,7 @@ class StreamModel:
     def __init__(self, si: StreamInputs) -> None:
         self.si = si
         self._running: dict[float, float] = {}  # running(λ), solved once per rate (a bisection)
+        self._cap: float | None = None  # capacity_req_s(), for the admitted prompt rate of chunked passes
         self.n_max = max(si.m * si.b, 1.0)
         self._full = max(si.tau0_s + si.tau1_s * si.b, 1e-300)
 
@@ -124,9 +125,18 @@ class StreamModel:
         dec = np.interp(d, np.arange(1, taus.size + 1, dtype=np.float64), taus) * (si.tau0_s + si.tau1_s * a) / self._full
         if not si.chunked:
             return dec
+        lam = self._admitted(lam)
         pre = self.open_prefill_s(lam) / max(si.chunks_mean, 1.0)
         g = np.where(d >= max(si.m, 1.0), np.minimum(lam * np.maximum(pre - dec, 0.0) / d, 0.95), 0.0)
         return dec / (1.0 - g)
+
+    def _admitted(self, lam: float) -> float:
+        """Prompts/s that start prefilling: the arrivals, at most the capacity (beyond it they wait for a slot and
+        ride no pass). While the capacity's own bisection runs, the raw rate."""
+        if self._cap is None:
+            self._cap = math.inf
+            self._cap = self.capacity_req_s()
+        return min(lam, self._cap)
 
     def pass_s(self, n: float, lam: float) -> float:
         """Time per output token of a running request (one pass of its batch) with ``n`` running, s."""
@@ -142,6 +152,7 @@ class StreamModel:
         d = self.batches(n)
         if d < max(si.m, 1.0):
             return dec
+        lam = self._admitted(lam)
         extra = max(self.open_prefill_s(lam) / max(si.chunks_mean, 1.0) - dec, 0.0)
         g = min(lam * extra / d, 0.95)
         return dec / (1.0 - g)
