@@ -86,29 +86,40 @@ class StreamModel:
         self.n_max = max(si.m * si.b, 1.0)
         self._full = max(si.tau0_s + si.tau1_s * si.b, 1e-300)
 
-    def batches(self, n: float) -> float:
+    def batches(self, n: float, lam: float = 0.0) -> float:
         """Batches decoding with ``n`` requests running.
 
         The simulator forms a new batch for a waiting request when no running batch can take it now (and fewer
         than ``m`` run), and a batch lives while it has members. Continuous batching admits into a batch whose
-        prefill stream is idle, so requests fill the batches — but a batch formed while another was prefilling
-        lives on until its last member leaves, so about one more than the full ones run: ``n/B + 1`` (``n > 1``;
-        ``⌈n/B⌉`` measured worse: on a Nemotron-H design with one Mamba decode chiplet, two batches alternate on it
-        and TPOT is 16 ms simulated, 8 ms estimated with one; dynamic benchmark mean Spearman 0.737 → 0.753, TPOT
-        at 50 % load 0.63 → 0.72; the stream-model check's Nemotron-H chat TPOT 0.09 → 0.77, Llama-3 chat
-        0.83 → 0.79). Chunked prefill admits only at a batch's pass boundary and a running batch always has a
-        pass in flight, so every arrival starts a batch of its own until ``m`` exist (``min(m, n)``).
+        prefill stream is idle, so requests fill the batches, beside which run the batches prefilling and those
+        formed while another prefilled (a batch lives until its last member leaves): ``n/B + max(1, λ·prefill)``
+        at arrival rate ``λ`` (``n > 1``; :meth:`_forming`). ``⌈n/B⌉`` measured worse: on a Nemotron-H design with
+        one Mamba decode chiplet two batches alternate on it, TPOT 16 ms simulated, 8 ms estimated with one
+        (dynamic benchmark mean Spearman 0.737 → 0.753 with ``+1``); long prompts keep several batches prefilling
+        (Llama-3-8B arXiv at 3 req/s: ~7), and counting them took the dynamic benchmark to 0.763, capacity
+        0.73 → 0.76, and the stream-model check's Llama-3 arXiv TPOT at 120 % load from 0.75 (est/sim 0.68) to
+        0.89 (1.05). Chunked prefill admits only at a batch's pass boundary and a running batch always has a pass
+        in flight, so every arrival starts a batch of its own until ``m`` exist (``min(m, n)``).
         """
         si = self.si
         n = max(n, 1.0)
-        d = n if si.chunked else (n / si.b + 1.0 if n > 1.0 else 1.0)
+        d = n if si.chunked else (n / si.b + self._forming(lam) if n > 1.0 else 1.0)
         return min(max(d, 1.0), max(si.m, 1.0))
 
-    def decode_pass_s(self, n: float) -> float:
+    def _forming(self, lam: float) -> float:
+        """Batches beside the full ones (continuous batching): one per prefill in flight — an arrival joins a batch
+        whose prefill stream is idle, so each prompt being prefilled holds a batch of its own, ``λ·prefill``
+        of them by Little's law — and at least one (a batch formed while another prefilled lives on)."""
+        if lam <= 0.0:
+            return 1.0
+        lam = self._admitted(lam)
+        return max(1.0, lam * self.open_prefill_s(lam))
+
+    def decode_pass_s(self, n: float, lam: float = 0.0) -> float:
         """Decode part of one pass with ``n`` requests running, s."""
         si = self.si
         n = min(max(n, 1.0), self.n_max)
-        d = self.batches(n)
+        d = self.batches(n, lam)
         a = min(n / d, si.b)
         return _interp(d, si.tau_b_s) * (si.tau0_s + si.tau1_s * a) / self._full
 
@@ -118,7 +129,7 @@ class StreamModel:
 
         si = self.si
         n = np.clip(np.asarray(n, dtype=np.float64), 1.0, self.n_max)
-        d = n if si.chunked else np.where(n > 1.0, n / si.b + 1.0, 1.0)
+        d = n if si.chunked else np.where(n > 1.0, n / si.b + self._forming(lam), 1.0)
         d = np.clip(d, 1.0, max(si.m, 1.0))
         a = np.minimum(n / d, si.b)
         taus = np.asarray(si.tau_b_s)
@@ -141,7 +152,7 @@ class StreamModel:
     def pass_s(self, n: float, lam: float) -> float:
         """Time per output token of a running request (one pass of its batch) with ``n`` running, s."""
         si = self.si
-        dec = self.decode_pass_s(n)
+        dec = self.decode_pass_s(n, lam)
         if not si.chunked:
             return dec
         # Chunked: a pass ends with the later of its decode part and its prefill part (they run side by side on
