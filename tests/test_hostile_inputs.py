@@ -224,3 +224,19 @@ def test_other_commands_refuse_hostile_input_with_one_line(case: str, tmp_path: 
     assert all(f in lines[0] for f in fragments), lines[0]
     sqlite_side = {f for f in _files(tmp_path) if f.endswith(("-wal", "-shm"))}  # opened to read, not written
     assert _files(tmp_path) - sqlite_side == before  # nothing written
+
+
+@pytest.mark.parametrize("key", [" \x85", "a\u2028b", "c\u2029d", "e\x9b31mf", "g\x1bh", "tab\there"])
+def test_a_key_with_a_line_break_or_terminal_control_stays_on_one_line(key: str) -> None:
+    """Regression (Hypothesis found ``' \\x85'`` in a study file): U+0085 NEL, U+2028/2029 and C1 controls are
+    line breaks (``str.splitlines``) or terminal escapes too, not only the ASCII controls."""
+    from hydra_opt.config.errors import ConfigError
+    from hydra_opt.config.reader import Node
+
+    node = Node({"kind": "study", key: 1}, file="s.yaml")
+    node.get("kind")
+    with pytest.raises(ConfigError) as exc:
+        node.done()
+    line = f"hydra_opt: error: {exc.value.format()}"
+    assert len(line.splitlines()) == 1 and line.isprintable(), repr(line)
+    assert "is not a known key" in line

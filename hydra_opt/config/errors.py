@@ -47,11 +47,12 @@ def _short(value: Any) -> str:
 
 
 def _printable(text: str) -> str:
-    """``text`` on one line: control characters (a key or file name holding a newline or an escape sequence)
-    are shown escaped, so the error stays one line and cannot rewrite the terminal."""
-    if all(32 <= ord(c) != 127 for c in text):
+    """``text`` on one line: non-printable characters (a key or file name holding a newline, an escape sequence, a
+    C1 control such as U+0085 NEL or U+009B CSI, or a line/paragraph separator U+2028/U+2029 — all line breaks or
+    terminal controls somewhere) are shown escaped, so the error stays one line and cannot rewrite the terminal."""
+    if text.isprintable():
         return text
-    return "".join(c if 32 <= ord(c) != 127 else repr(c)[1:-1] for c in text)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class ConfigError(ValueError):
