@@ -157,3 +157,25 @@ def test_chunked_passes_carry_the_admitted_prompts_only():
     assert ck.pass_s(n, 3.0 * cap) == ck.pass_s(n, cap)
     assert ck.pass_curve_s([n], 3.0 * cap)[0] == pytest.approx(ck.pass_s(n, cap), rel=1e-12)
     assert ck.pass_s(n, 0.5 * cap) < ck.pass_s(n, cap)
+
+
+def test_decode_curves_deterministic_pipeline_with_memory_queues():
+    from types import SimpleNamespace
+
+    from hydra_opt.evaluate.estimator import single
+
+    ld = {"dec_ref": [0.004, 0.004, 0.004, 0.0], "dec1": [0.002, 0.002, 0.002, 0.0]}
+    none = SimpleNamespace(mem_net=((), ()))
+    xb, x1 = single._decode_curves(none, ld, 8)
+    assert xb[0] == pytest.approx(1 / 0.012) and x1[0] == pytest.approx(1 / 0.006)  # a lone pass: Σ D
+    assert all(x <= 1 / 0.004 + 1e-9 for x in xb)  # never past the slowest station
+    assert all(b >= a for a, b in zip(xb, xb[1:]))
+    # Less queueing than exact (exponential) MVA at every population above one.
+    exact = single._mva([ld["dec_ref"]] * 3, 8, (0, 0))[0][0]
+    assert all(d >= e - 1e-12 for d, e in zip(xb, exact)) and xb[3] > exact[3]
+    # A contended memory only slows passes down, and not a lone one.
+    mem = SimpleNamespace(mem_net=((0.003, 0.003), (0.001, 0.001)))
+    mb, m1 = single._decode_curves(mem, ld, 8)
+    assert mb[0] == pytest.approx(xb[0])
+    assert all(m <= x + 1e-12 for m, x in zip(mb, xb)) and mb[-1] < xb[-1]
+    assert all(x <= 1 / 0.004 + 1e-9 for x in mb)
