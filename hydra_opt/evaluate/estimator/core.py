@@ -422,9 +422,14 @@ _WMAP_CACHE: dict = {}
 _GROUP_CACHE: dict = {}
 
 
+def _wmap_context(prep: Prepared, preset: str) -> int | None:
+    """The context the placement prices the weight map at: the workload's mean (``clean``), else the model's."""
+    return round(prep.context_mean_tok) if preset != "paper" and prep.context_mean_tok else None
+
+
 def _wmap_key(design, prep: Prepared, n_mem: int, preset: str) -> tuple:
     """What decides the weight map: model, precision, memories, memory type, B, policy, preset, context, grid."""
-    ctx = round(prep.context_mean_tok) if preset != "paper" and prep.context_mean_tok else None
+    ctx = _wmap_context(prep, preset)
     prec = str(getattr(design, "precision", prep.precision))
     return (prep.model_name, prec, int(n_mem), str(getattr(design, "memory", "")), int(design.max_batch),
             str(design.placement), preset, ctx, int(design.grid_w), int(design.grid_h))
@@ -450,8 +455,8 @@ def block_memory_map(design, prep: Prepared, n_mem: int, *, preset: str = "clean
             from hydra_opt.workload.models import load_model
 
             model = load_model(prep.model_name)
-        ctx = key[7]
-        hit = tuple(memory_split(design, model, library=library, preset=preset, context_tokens=ctx).weight_map)
+        hit = tuple(memory_split(design, model, library=library, preset=preset,
+                                 context_tokens=_wmap_context(prep, preset)).weight_map)
     except Exception:  # noqa: BLE001 - placement unavailable for this design
         hit = None
     if len(_WMAP_CACHE) > 4096:
@@ -478,8 +483,9 @@ def family_memory_groups(design, prep: Prepared, n_mem: int, *, preset: str = "c
         if wmap is not None:
             hit = {f: float(len({m for m, g in zip(wmap, prep.families) if g == f})) for f in fams}
         else:
-            n_m = min(max(n_mem // 2, 1), n_mem - 1) if str(design.placement) == "cp" else n_mem
-            hit = {"mamba": float(n_m), "attention": float(n_mem - n_m if str(design.placement) == "cp" else n_mem)}
+            cp = str(design.placement) == "cp"
+            n_m = min(max(n_mem // 2, 1), n_mem - 1) if cp else n_mem
+            hit = {"mamba": float(n_m), "attention": float(n_mem - n_m if cp else n_mem)}
         if len(_GROUP_CACHE) > 4096:
             _GROUP_CACHE.clear()
         _GROUP_CACHE[key] = hit

@@ -357,8 +357,7 @@ def _loads(di: _Design, opts: EstimatorOptions, nb: int):
     if di.gain != 1.0:
         g = di.gain
         pre, dec, pre_ref, dec_ref, dec1, pre1 = ([v / g for v in x] for x in (pre, dec, pre_ref, dec_ref, dec1, pre1))
-    return dict(pre=pre, dec=dec, pre_ref=pre_ref, dec_ref=dec_ref, dec1=dec1, pre1=pre1, st_type=st_type, ns=ns,
-                own_d=own_d)
+    return dict(pre=pre, dec=dec, pre_ref=pre_ref, dec_ref=dec_ref, dec1=dec1, pre1=pre1, st_type=st_type, ns=ns)
 
 
 def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
@@ -442,13 +441,14 @@ def _decode_curves(di: _Design, ld: dict, m_max: int) -> tuple[list[float], list
         w = [x / tot for x in base] if tot > 0.0 else [0.0] * len(base)
         q_s, u_s = [0.0] * len(base), [0.0] * len(base)
         q_m, u_m = [0.0] * len(dmem), [0.0] * len(dmem)
+        d_mem_max = max(dmem, default=0.0)
         xs = []
         for n in range(1, m_max + 1):
             extra = _pw([d * (qm - 0.5 * um) for d, qm, um in zip(dmem, q_m, u_m)])
             dem = [b + extra * wi for b, wi in zip(base, w)]
             r_s = [d * (1.0 + q - 0.5 * u) for d, q, u in zip(dem, q_s, u_s)]
             # The bound no pipeline passes: the slowest station (chiplet or memory) saturated.
-            x = _mn(n / _mx(_pw(r_s), 1e-300), 1.0 / _mx(max(dem + list(dmem), default=0.0), 1e-300))
+            x = _mn(n / _mx(_pw(r_s), 1e-300), 1.0 / _mx(max(max(dem, default=0.0), d_mem_max), 1e-300))
             q_s, u_s = [x * r for r in r_s], [x * d for d in dem]
             r_m = [d * (1.0 + qm - 0.5 * um) for d, qm, um in zip(dmem, q_m, u_m)]
             q_m, u_m = [x * r for r in r_m], [x * d for d in dmem]
