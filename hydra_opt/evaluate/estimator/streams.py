@@ -338,8 +338,8 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     tau_ss = sm.pass_s(sm.running(lam), lam)
     n_full = sm.n_max
     t_stop = max(t_end, arr[-1] + pre_s + 2.0 * float(s_q[-1]) * tau_ss * max(1.0, n_req / n_full))
-    grid = np.linspace(a0, t_stop, n_grid)
-    tau = np.full(n_grid, tau_ss)
+    grid = _run_grid(a0, arr[-1] + pre_s, t_stop, n_grid)
+    tau = np.full(grid.size, tau_ss)
     cap_n = max(int(n_full), 1)
     adm, leave = arr.copy(), None
     for _ in range(n_iter):  # Jacobi: the pass curve, the admissions and the departures from the last sweep's
@@ -366,6 +366,23 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     else:
         tpot = np.full(int(sel.sum()), tau_ss)
     return WindowRun(thr, tuple((first - start)[sel].tolist()), tuple(tpot.tolist()))
+
+
+def _run_grid(a0: float, t_busy: float, t_stop: float, n: int):
+    """The fluid's time grid: uniform, unless the run's tail (``t_stop``, sized by the overloaded pass and the
+    longest output) is far longer than its arrivals (up to ``t_busy``). Then half the points go to twice the
+    arrivals' span and the rest spread geometrically over the drain, whose changes slow as it empties. A uniform
+    grid there put every arrival into its first cell: on a Llama-3-8B arXiv design with one decode chiplet the
+    fluid saw ~1 request running and a 32 ms TPOT where the simulator ran 2–3 batches at 73–97 ms."""
+    import numpy as np
+
+    dense = a0 + 2.0 * max(t_busy - a0, 1e-9)
+    if t_stop <= 2.0 * dense - a0:
+        return np.linspace(a0, t_stop, n)
+    k = n // 2
+    head = np.linspace(a0, dense, k + 1)
+    tail = a0 + (dense - a0) * np.geomspace(1.0, (t_stop - a0) / (dense - a0), n - k)
+    return np.concatenate([head[:-1], tail])
 
 
 #: Output-length quantiles a request's departure is spread over in :func:`window_run`.
