@@ -197,7 +197,8 @@ def test_run_grid_resolves_the_arrivals_when_the_drain_is_long():
 def test_fluid_is_converged_in_its_grid_when_requests_outlive_the_arrivals():
     """A one-decode-chiplet Llama-3-8B design on arXiv (outputs far longer than the 20 s of arrivals): the default
     grid gives the TPOT and throughput of a 5,000-point grid. A uniform 160-point grid over the drain put the
-    arrivals into its first cells: TPOT 49 ms and 139 tok/s against 89 ms and 94 tok/s."""
+    arrivals into its first cells: TPOT 49 ms and 139 tok/s against 89 ms and 94 tok/s (before the formed
+    batches of ``_formed_batches``; 70 ms and 130 tok/s against 115 ms and 67 tok/s with them)."""
     import numpy as np
 
     from hydra_opt.evaluate.estimator import estimate, single, streams
@@ -210,11 +211,40 @@ def test_fluid_is_converged_in_its_grid_when_requests_outlive_the_arrivals():
     base = estimate(d, "llama-3-8b", "arxiv", scenario=scn)
     orig = streams._run_grid
     try:
-        streams._run_grid = lambda a0, t_busy, t_stop, n: np.linspace(a0, t_stop, 5000)
+        streams._run_grid = lambda a0, t_busy, t_stop, n: orig(a0, t_busy, t_stop, 5000)
         single._MISC.clear()
         fine = estimate(d, "llama-3-8b", "arxiv", scenario=scn)
     finally:
         streams._run_grid = orig
         single._MISC.clear()
-    assert base.tpot_mean_s == pytest.approx(fine.tpot_mean_s, rel=0.03)
-    assert base.throughput_tok_s == pytest.approx(fine.throughput_tok_s, rel=0.03)
+    # Within 5 % (measured 2-3 %); the uniform 160-point grid is 37-44 % off.
+    assert base.tpot_mean_s == pytest.approx(fine.tpot_mean_s, rel=0.05)
+    assert base.throughput_tok_s == pytest.approx(fine.throughput_tok_s, rel=0.05)
+
+
+def test_poisson_tail_closed_form():
+    import numpy as np
+
+    from hydra_opt.evaluate.estimator.streams import _poisson_sf
+
+    mean = 1.3
+    pmf = [math.exp(-mean) * mean ** j / math.factorial(j) for j in range(4)]
+    want = [1.0, 1.0 - pmf[0], 1.0 - pmf[0] - pmf[1], 1.0 - sum(pmf[:3])]
+    assert _poisson_sf(np.array([0.0, 1.0, 2.0, 3.0]), mean).tolist() == pytest.approx(want, abs=1e-15)
+    # Linear between integers.
+    assert _poisson_sf(np.array([1.25]), mean)[0] == pytest.approx(0.75 * want[1] + 0.25 * want[2])
+
+
+def test_formed_batches_count_the_live_batches_started_during_prefills():
+    """No prompt in prefill: every arrival joins the running batch (one batch). Always prefilling: every arrival
+    starts a batch, which lives while its member does (half at each of its two exit quantiles)."""
+    import numpy as np
+
+    from hydra_opt.evaluate.estimator.streams import _formed_batches
+
+    adm = np.array([0.0, 1.0, 2.0])
+    leave = np.array([[3.0, 5.0], [4.0, 6.0], [5.0, 7.0]])
+    grid = np.array([0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5])
+    assert _formed_batches(adm, leave, grid, None, 0.0).tolist() == [1.0] * 8
+    got = _formed_batches(adm, leave, grid, np.ones(grid.size), 1e6)
+    assert got.tolist() == pytest.approx([2.0, 3.0, 4.0, 3.5, 3.0, 2.0, 1.5, 1.0])
