@@ -554,7 +554,7 @@ def _arrival_span(prep: core.Prepared) -> tuple[float, float]:
     return max(w0 - a0, 0.0), max(end - a0, 0.0)
 
 
-def _window_wait(prep: core.Prepared, lam: float, mu: float, scv: float) -> float:
+def _window_wait(prep: core.Prepared, lam: float, mu: float, scv: float, fill_s: float = 0.0) -> float:
     """Queueing delay of the requests a finite run measures, beyond the fluid's (``markov.window_wait_s``).
 
     A run starts empty, so near ``ρ = 1`` its requests wait far less than the stationary chain says (whose
@@ -562,10 +562,19 @@ def _window_wait(prep: core.Prepared, lam: float, mu: float, scv: float) -> floa
     run already holds the linear backlog ``(λ − μ)·t``; only the diffusion's excess over it is returned (the caller
     applies it to the requests that queue for a slot in the fluid run: when the run admits every request on arrival
     and sheds load by preemption instead, nobody waits at admission).
+
+    No request can queue before the run's slots fill (``fill_s`` after the first arrival, from the run fluid): the
+    queue starts empty there. Measured: a one-decode-chiplet Mamba-2 chat design at 2.2 req/s (ρ = 0.96 against its
+    slot capacity, but 28 requests in a 15 s window fill 11 of its 64 slots) got a 4.9 s TTFT p90 (0.06 s
+    simulated) and 0.07 s at 2.9 req/s, where the overload branch already read the fluid.
     """
     t0, t1 = _arrival_span(prep)
-    fluid = _mx(lam - mu, 0.0) * 0.5 * (t0 + t1) / _mx(mu, 1e-300)
-    return _mx(markov.window_wait_s(lam, mu, scv, t0, t1) - fluid, 0.0)
+    if fill_s > 0.0 and fill_s >= t1:
+        return 0.0
+    lo = _mx(t0, fill_s)
+    frac = (t1 - lo) / _mx(t1 - t0, 1e-300) if t1 > t0 else 1.0
+    fluid = _mx(lam - mu, 0.0) * frac * (0.5 * (lo + t1) - fill_s) / _mx(mu, 1e-300)
+    return _mx(frac * markov.window_wait_s(lam, mu, scv, lo - fill_s, t1 - fill_s) - fluid, 0.0)
 
 
 def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
@@ -589,7 +598,7 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
     stat_thr, pi, wait = cap_tok if over else lam * out_tok, None, 0.0
     if di.feasible and lam > 0:
         scv = _extras(prep)["service_scv"]
-        w_run = _window_wait(prep, lam, mu_max, scv)
+        w_run = _window_wait(prep, lam, mu_max, scv, run.fill_s if run else 0.0)
         if over:  # the fluid run holds the linear backlog: the diffusion's excess, for requests that queue there
             if run and run.ttft_s:
                 queued = sum(1 for t in run.ttft_s if t > pre_s * 1.01 + 1e-6)

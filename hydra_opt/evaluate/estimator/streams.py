@@ -313,11 +313,14 @@ class WindowRun:
         throughput_tok_s: Tokens emitted in the window over its length.
         ttft_s: Each measured request's fluid TTFT (prefill at the mean prompt plus the wait for a slot), s.
         tpot_s: Each measured request's time per output token (first token to leaving over S̄ passes), s.
+        fill_s: When the fluid's running requests first come within one standard deviation (``√n_max``) of the
+            slots ``n_max``, s after the first arrival (inf: never in the run): before it no request can queue.
     """
 
     throughput_tok_s: float
     ttft_s: tuple[float, ...]
     tpot_s: tuple[float, ...]
+    fill_s: float = math.inf
 
 
 def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t_end: float,
@@ -390,7 +393,9 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
         tpot = ((leave[:, pos] - first[:, None]) / s_q[None, pos]).mean(axis=1)[sel]
     else:
         tpot = np.full(int(sel.sum()), tau_ss)
-    return WindowRun(thr, tuple((first - start)[sel].tolist()), tuple(tpot.tolist()))
+    full = np.nonzero(running >= n_full - math.sqrt(n_full))[0]
+    fill = float(grid[full[0]] - a0) if full.size else math.inf
+    return WindowRun(thr, tuple((first - start)[sel].tolist()), tuple(tpot.tolist()), fill)
 
 
 def _run_grid(a0: float, t_busy: float, t_stop: float, n: int):
