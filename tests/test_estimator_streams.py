@@ -248,3 +248,17 @@ def test_formed_batches_count_the_live_batches_started_during_prefills():
     assert _formed_batches(adm, leave, grid, None, 0.0).tolist() == [1.0] * 8
     got = _formed_batches(adm, leave, grid, np.ones(grid.size), 1e6)
     assert got.tolist() == pytest.approx([2.0, 3.0, 4.0, 3.5, 3.0, 2.0, 1.5, 1.0])
+
+
+def test_chunked_prefill_at_the_batches_an_arrival_finds():
+    """Fewer than m batches running: the prompt prefills in a batch of its own (the open prefill); all m running:
+    it waits for the first of the staggered pass boundaries and its chunk rides a pass (``τ/(d+1) + max(work, τ)``)."""
+    import numpy as np
+
+    ck = StreamModel(_inputs(chunked=True))
+    lam = 5.0
+    work = ck.open_prefill_s(lam)
+    got = ck.chunk_prefill_s(lam, np.array([0.0, 3.0, 4.0, 9.0]), np.array([0.01, 0.01, 0.2, 0.2]))
+    assert got.tolist() == pytest.approx([work, work, 0.2 / 5.0 + max(work, 0.2), 0.2 / 5.0 + max(work, 0.2)])
+    # The stationary rule, unless the run's arrivals mostly started their own batches.
+    assert ck.prefill_at_s(lam, 1.0, own_batch=True) == pytest.approx(work)
