@@ -262,3 +262,16 @@ def test_chunked_prefill_at_the_batches_an_arrival_finds():
     assert got.tolist() == pytest.approx([work, work, 0.2 / 5.0 + max(work, 0.2), 0.2 / 5.0 + max(work, 0.2)])
     # The stationary rule, unless the run's arrivals mostly started their own batches.
     assert ck.prefill_at_s(lam, 1.0, own_batch=True) == pytest.approx(work)
+
+
+def test_first_tokens_fcfs_through_saturated_prefill_stations():
+    import numpy as np
+
+    from hydra_opt.evaluate.estimator.streams import _first_tokens
+
+    adm = np.array([0.0, 0.1, 0.2, 5.0])
+    # Under the stations' rate: the prefill after admission.
+    assert _first_tokens(adm, 0.5, 0.0, 0.0).tolist() == pytest.approx([0.5, 0.6, 0.7, 5.5])
+    # Over it (one prompt per 1 s), the mean wait 0.25 s removed: 0.25 s of service, then one per second; the
+    # late arrival finds the stations idle.
+    assert _first_tokens(adm, 0.5, 1.0, 0.25).tolist() == pytest.approx([0.25, 1.25, 2.25, 5.25])
