@@ -39,11 +39,16 @@ def test_open_network_prefill_and_the_chunked_pass():
     # Fewer than m batches: an arrival starts a batch of its own (its first pass is its prefill), the others' passes
     # are decode-only.
     assert ck.pass_s(2.0, 5.0) == ck.decode_pass_s(2.0)
-    # All m = 4 batches run: arrivals' chunks ride their passes, τ = dec + (λτ/d)·extra.
+    # All m = 4 batches run: arrivals' chunks ride their passes, τ = dec' + (λτ/d)·extra with g = λ·extra/d of
+    # the time stalled on a chunk, when the batch holds no decode station: dec' is the decode part at d·(1 − g)
+    # batches (a = 1.5 members each).
     dec = ck.decode_pass_s(6.0)
     extra = ck.open_prefill_s(0.5) - dec
+    g = 0.5 * extra / 4.0
     assert ck.batches(6.0) == 4.0
-    assert ck.pass_s(6.0, 0.5) == pytest.approx(dec / (1.0 - 0.5 * extra / 4.0))
+    d_eff = 4.0 * (1.0 - g)  # between 3 and 4 batches: tau_b interpolated
+    dec_eff = (0.04 + (d_eff - 3.0) * 0.01) * (0.016 + 0.0005 * 1.5) / (0.016 + 0.0005 * 8)
+    assert ck.pass_s(6.0, 0.5) == pytest.approx(dec_eff / (1.0 - g))
     assert ck.pass_curve_s([2.0, 6.0], 0.5).tolist() == pytest.approx([ck.pass_s(2.0, 0.5), ck.pass_s(6.0, 0.5)])
 
 
