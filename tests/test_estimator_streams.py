@@ -280,3 +280,26 @@ def test_first_tokens_fcfs_through_saturated_prefill_stations():
     # Over it (one prompt per 1 s), the mean wait 0.25 s removed: 0.25 s of service, then one per second; the
     # late arrival finds the stations idle.
     assert _first_tokens(adm, 0.5, 1.0, 0.25).tolist() == pytest.approx([0.25, 1.25, 2.25, 5.25])
+
+
+def test_chunk_stall_spread_is_binomial_around_the_fluid_tpot():
+    """``(p, extra)`` from the pass model, and TPOT samples ``mean ± z·extra·√(p(1 − p)/S)`` at the 10/30/50/70/90 %
+    normal quantiles; no spread while fewer than m batches run (no pass carries a chunk)."""
+    import numpy as np
+
+    from hydra_opt.evaluate.estimator.streams import _Z5, _stall_spread
+
+    ck = StreamModel(_inputs(chunked=True))
+    lam = 0.5
+    assert ck.chunk_stall(2.0, lam) == (0.0, 0.0)
+    p, extra = ck.chunk_stall(6.0, lam)
+    tau = ck.pass_s(6.0, lam)
+    assert p == pytest.approx(lam * tau / 4.0)
+    assert extra == pytest.approx(ck.open_prefill_s(lam) - ck.decode_pass_s(6.0, lam))
+    per_q = np.array([[0.05, 0.04]])
+    s_q = np.array([10.0, 400.0])
+    got = np.array(_stall_spread(ck, lam, np.array([6.0]), per_q, s_q)).reshape(2, 5)
+    for j, s in enumerate(s_q):
+        sd = extra * math.sqrt(p * (1 - p) / s)
+        assert got[j].tolist() == pytest.approx([max(per_q[0, j] + z * sd, 0.0) for z in _Z5])
+    assert _stall_spread(ck, lam, np.array([2.0]), per_q, s_q) == tuple(np.repeat(per_q.ravel(), 5).tolist())
