@@ -291,8 +291,8 @@ def test_chunk_stall_spread_is_binomial_around_the_fluid_tpot():
 
     ck = StreamModel(_inputs(chunked=True))
     lam = 0.5
-    assert ck.chunk_stall(2.0, lam) == (0.0, 0.0)
-    p, extra = ck.chunk_stall(6.0, lam)
+    assert tuple(map(float, ck.chunk_stall(2.0, lam))) == (0.0, 0.0)
+    p, extra = map(float, ck.chunk_stall(6.0, lam))
     tau = ck.pass_s(6.0, lam)
     assert p == pytest.approx(lam * tau / 4.0)
     assert extra == pytest.approx(ck.open_prefill_s(lam) - ck.decode_pass_s(6.0, lam))

@@ -242,17 +242,24 @@ class StreamModel:
         one-member decode pass)."""
         return float(self.prefill_at_s(lam, 1.0))
 
-    def chunk_stall(self, n: float, lam: float) -> tuple[float, float]:
-        """Chunked prefill with ``n`` running: ``(p, extra)``, the probability that a pass carries a chunk and how
-        much longer such a pass lasts, s (:meth:`pass_s`; ``(0, 0)`` while fewer than ``m`` batches run)."""
+    def chunk_stall(self, n, lam: float):
+        """Chunked prefill with ``n`` running (numpy over ``n``): ``(p, extra)``, the probability that a pass carries
+        a chunk and how much longer such a pass lasts, s (:meth:`pass_s`; 0 while fewer than ``m`` batches run)."""
+        import numpy as np
+
         si = self.si
-        n = min(max(n, 1.0), self.n_max)
-        d = self.batches(n)
-        if not si.chunked or d < max(si.m, 1.0):
-            return 0.0, 0.0
+        n = np.clip(np.asarray(n, dtype=np.float64), 1.0, self.n_max)
+        if not si.chunked:
+            return np.zeros_like(n), np.zeros_like(n)
+        d = self.batch_curve(n, lam)
+        a = np.minimum(n / d, si.b)
+        taus = np.asarray(si.tau_b_s)
+        dec = np.interp(d, np.arange(1, taus.size + 1, dtype=np.float64), taus) * (si.tau0_s + si.tau1_s * a) / self._full
         adm = self._admitted(lam)
-        extra = max(self.open_prefill_s(adm) / max(si.chunks_mean, 1.0) - self.decode_pass_s(n, lam), 0.0)
-        return min(adm * self.pass_s(n, lam) / d, 1.0), extra
+        full = d >= max(si.m, 1.0)
+        extra = np.where(full, np.maximum(self.open_prefill_s(adm) / max(si.chunks_mean, 1.0) - dec, 0.0), 0.0)
+        p = np.where(full, np.minimum(adm * self.pass_curve_s(n, lam) / d, 1.0), 0.0)
+        return p, extra
 
     def chunk_prefill_s(self, lam: float, others, tau):
         """Chunked prefill of a mean prompt arriving while ``others`` requests run and a pass takes ``tau`` (numpy
@@ -562,9 +569,8 @@ def _stall_spread(sm: StreamModel, lam: float, n_at, per_q, s_q):
     Mamba decode chiplets, 4 req/s: 46 ms mean estimated, 56 ms simulated, attainment 0.47)."""
     import numpy as np
 
-    ps, extras = zip(*(sm.chunk_stall(float(n), lam) for n in n_at))
-    p = np.asarray(ps)[:, None, None]
-    ex = np.asarray(extras)[:, None, None]
+    p, ex = sm.chunk_stall(n_at, lam)
+    p, ex = p[:, None, None], ex[:, None, None]
     sd = ex * np.sqrt(p * (1.0 - p) / np.maximum(s_q, 1.0)[None, :, None])
     z = np.asarray(_Z5)[None, None, :]
     return tuple(np.maximum(per_q[:, :, None] + z * sd, 0.0).ravel().tolist())
