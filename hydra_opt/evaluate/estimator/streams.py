@@ -504,6 +504,7 @@ def _poisson_sf(k, mean: float):
     import numpy as np
 
     k = np.maximum(np.asarray(k, dtype=np.float64), 0.0)
+    mean = mean if mean < 1e9 else 1e9  # inf or NaN: every batch prefilling (P = 1 at any k below)
     top = int(np.ceil(k.max())) + 1 if k.size else 1
     pmf = np.empty(top)
     pmf[0] = math.exp(-mean)
