@@ -65,9 +65,12 @@ def test_window_wait_is_increasing_in_the_rate_and_below_the_stationary_wait():
     assert w120 / w30 == pytest.approx(2.0, rel=0.01)
 
 
-def test_estimated_attainment_falls_with_the_rate_near_capacity():
+SLO = dict(ttft_s=5.0, tpot_s=0.05, attainment=0.9)
+
+
+def _estimates(chiplets: dict, model: str, scheduler: str, max_batch: int, d2d: int, capacity: dict, rates):
+    """(estimate, Slo) of a continuous-batching chat design at each rate of one capacity stream."""
     from hydra_opt.evaluate.estimator.core import resolve
-    from hydra_opt.evaluate.estimator.goodput import estimated_slo
     from hydra_opt.evaluate.estimator.result import EstimatorOptions
     from hydra_opt.evaluate.estimator.single import estimate
     from hydra_opt.evaluate.scenario import Scenario
@@ -75,16 +78,23 @@ def test_estimated_attainment_falls_with_the_rate_near_capacity():
     from hydra_opt.system.design import DesignPoint
 
     design = DesignPoint.from_dict({
-        "chiplets": {"tscs_d": 12, "tscs_p": 4}, "n_mem": 8, "memory": "hbm3", "d2d_bw_gbps": 512, "max_batch": 8,
-        "placement": "cp", "batching": "continuous", "scheduler": "static",
+        "chiplets": chiplets, "n_mem": 8, "memory": "hbm3", "d2d_bw_gbps": d2d, "max_batch": max_batch,
+        "placement": "cp", "batching": "continuous", "scheduler": scheduler,
         "package": {"grid_w": 6, "grid_h": 4, "slot_area_mm2": 144.0}})
-    design, model, workload = resolve(design, "llama-3-8b", CHAT)
-    slo = Slo(ttft_s=5.0, tpot_s=0.05, attainment=0.9)
-    stream = CapacityStream(workload, 0, CapacitySettings(tolerance=0.02, max_runs=6, requests=1000, window_s=30.0))
-    scn = Scenario(slo=slo)
+    design, model, workload = resolve(design, model, CHAT)
+    slo = Slo(**SLO)
+    stream = CapacityStream(workload, 0, CapacitySettings(**capacity))
+    return [(estimate(design, model, stream.at(rate), scenario=Scenario(slo=slo), options=EstimatorOptions(seed=None)),
+             slo) for rate in rates]
+
+
+def test_estimated_attainment_falls_with_the_rate_near_capacity():
+    from hydra_opt.evaluate.estimator.goodput import estimated_slo
+
     att = []
-    for rate in (14.0, 16.0, 17.0, 18.0, 19.0, 20.0, 22.0, 24.0, 28.0):
-        est = estimate(design, model, stream.at(rate), scenario=scn, options=EstimatorOptions(seed=None))
+    for est, slo in _estimates({"tscs_d": 12, "tscs_p": 4}, "llama-3-8b", "static", 8, 512,
+                               dict(tolerance=0.02, max_runs=6, requests=1000, window_s=30.0),
+                               (14.0, 16.0, 17.0, 18.0, 19.0, 20.0, 22.0, 24.0, 28.0)):
         att.append(estimated_slo(est, slo)["slo_attainment"])
         assert est.diagnostics["queue_wait_s"] < 5.0  # the stationary chain said 22.4 s at 18 req/s
     assert all(b <= a + 1e-9 for a, b in zip(att, att[1:])), att
@@ -94,23 +104,10 @@ def test_no_request_waits_before_the_run_fills_its_slots():
     """A one-decode-chiplet Mamba-2 chat design is TPOT-bound long before its 64 slots fill: a 15 s window at
     2.2 req/s fills about 11. The estimated TTFT p90 was 4.9 s there (ρ = 0.96 against the slot capacity, the
     empty-start diffusion from t = 0) and 0.07 s at 2.9 req/s; simulated 0.06 and 0.08 s."""
-    from hydra_opt.evaluate.estimator.core import resolve
     from hydra_opt.evaluate.estimator.goodput import estimated_slo
-    from hydra_opt.evaluate.estimator.result import EstimatorOptions
-    from hydra_opt.evaluate.estimator.single import estimate
-    from hydra_opt.evaluate.scenario import Scenario
-    from hydra_opt.evaluate.slo import CapacitySettings, CapacityStream, Slo
-    from hydra_opt.system.design import DesignPoint
 
-    design = DesignPoint.from_dict({
-        "chiplets": {"marca_d": 1, "marca_p": 15}, "n_mem": 8, "memory": "hbm3", "d2d_bw_gbps": 256, "max_batch": 4,
-        "placement": "cp", "batching": "continuous", "scheduler": "elastic",
-        "package": {"grid_w": 6, "grid_h": 4, "slot_area_mm2": 144.0}})
-    design, model, workload = resolve(design, "mamba2-2.7b", CHAT)
-    slo = Slo(ttft_s=5.0, tpot_s=0.05, attainment=0.9)
-    stream = CapacityStream(workload, 0, CapacitySettings(tolerance=0.05, max_runs=10, requests=4000, window_s=15.0))
-    p90 = []
-    for rate in (1.2, 2.19, 2.92):
-        est = estimate(design, model, stream.at(rate), scenario=Scenario(slo=slo), options=EstimatorOptions(seed=None))
-        p90.append(estimated_slo(est, slo)["ttft_p90_s"])
+    p90 = [estimated_slo(est, slo)["ttft_p90_s"]
+           for est, slo in _estimates({"marca_d": 1, "marca_p": 15}, "mamba2-2.7b", "elastic", 4, 256,
+                                      dict(tolerance=0.05, max_runs=10, requests=4000, window_s=15.0),
+                                      (1.2, 2.19, 2.92))]
     assert max(p90) < 0.2, p90
