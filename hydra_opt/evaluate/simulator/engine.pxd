@@ -53,6 +53,7 @@ cdef class Engine:
     cdef public long long events
     cdef public long long flow_seq
     cdef public long long tokens
+    cdef public long long page_tokens
     cdef public long long _checks
     cdef public Py_ssize_t nb
     cdef public Py_ssize_t nc
@@ -118,3 +119,5 @@ cdef class Engine:
     cpdef _decode_part(self, b, list rids)
     cpdef _complete(self, Py_ssize_t r, b)
     cpdef _admit(self, Py_ssize_t r, b)
+    @cython.locals(need="long long")
+    cpdef bint _ensure(self, Py_ssize_t r)

@@ -561,6 +561,14 @@ class Engine:
     def _ensure(self, r: int) -> bool:
         """Memory for ``r``'s next pass; preempts the fewest-generated running request while it does not fit."""
         need = self.prompt[r] + self.gen[r]
+        # Most passes need no new page: answer PagedMemory.ensure's "nothing to add" case without calling it.
+        have = self.mem.pages.get(r)
+        if have is not None and -(-need // self.page_tokens) <= have:
+            return True
+        return self._make_room(r, need)
+
+    def _make_room(self, r: int, need: int) -> bool:
+        """:meth:`_ensure` when ``r`` may need more pages."""
         while not self.mem.ensure(r, need):
             if len(self.running) <= 1:
                 # Alone and still too big: it can never run here.
@@ -1211,5 +1219,6 @@ class Engine:
             kv[m] += model.kv_bytes_per_token[b]
             st[m] += model.state_bytes[b]
         self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
+        self.page_tokens = self.mem.page_tokens
         self.mem_int = [0.0] * nm
         self.mem_t = 0.0
