@@ -22,6 +22,13 @@ bottleneck — water-filling gives every flow its cap and the level is the capac
 looking at its flows (the per-resource sum of finite caps and count of uncapped flows are kept incrementally).
 Flows are re-timed only when the share of one of their resources changed. Both shortcuts give the same rates as
 the full computation.
+
+Each resource keeps its flows twice: as records in a list (what the levels and the re-timing walk, without a
+set or dict per visit) and as a set of flow ids. The re-timed flows get consecutive event sequence numbers, so
+their order matters only among flows delivered at the same instant: it is the iteration order of the union of
+the id sets of the resources whose share changed (the order of the original set-based model). The lists give
+the re-timed flows in another order; only when two of them have equal delivery times is that set built and the
+order taken from it (see :meth:`EqualShareFlows._retime_changed`).
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ class Flow:
     """One active flow: a typed record (a C struct when compiled, see flows.pxd) instead of a list.
 
     Attributes:
-        fid: Flow id (an int; sets of ids keep the order in which flows are re-timed).
+        fid: Flow id (an int; sets of ids give the order in which flows due at the same instant are re-timed).
         res: Resource ids it crosses.
         rem: Bytes left at ``t_last``.
         rate: Current rate, bytes/s (0 until first timed).
@@ -50,9 +57,10 @@ class Flow:
         due: Delivery time at the current rate, s.
         task: The caller's payload (the engine's task).
         hpos: The compiled engine's event-heap slot of its delivery event (-1: none; the engine's to keep).
+        stamp: The flow model's mark (the last re-timing pass that visited it).
     """
 
-    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos")
+    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos", "stamp")
 
     def __init__(self, fid, res, rem, now, cap, lat, task):
         self.fid = fid
@@ -66,6 +74,7 @@ class Flow:
         self.due = 0.0
         self.task = task
         self.hpos = -1
+        self.stamp = 0
 
 
 class EqualShareFlows:
@@ -80,7 +89,8 @@ class EqualShareFlows:
         self.waterfill = waterfill
         # Per-resource numbers in typed arrays (C doubles when compiled; the same IEEE values as Python floats).
         self.cap = array("d", [float(x) for x in caps_bps])
-        self.on: list[set[int]] = [set() for _ in caps_bps]
+        self.on: list[set[int]] = [set() for _ in caps_bps]  # flow ids per resource (the re-timing order on ties)
+        self.fl: list[list[Flow]] = [[] for _ in caps_bps]  # the same flows' records per resource
         self.share = array("d", self.cap)  # current share of each resource (its capacity when idle)
         self.n_links = n_links
         self.flows: dict[int, Flow] = {}  # active flows by id
@@ -89,11 +99,52 @@ class EqualShareFlows:
         self.capsum = array("d", [0.0] * len(caps_bps))
         self.uncapped = array("q", [0] * len(caps_bps))
         self.scratch = array("d", [0.0]) * 16  # _level's sorted caps
+        self.changed = array("q", [0]) * max(1, len(caps_bps))  # resources whose share changed in this start/finish
+        self.stamp = 0  # last mark given to flows (Flow.stamp)
 
-    def _retime(self, fids: set[int], now: float, out: list) -> None:
+    def _retime_changed(self, nch: int, fid, now: float, out: list) -> None:
+        """Re-time every flow on the ``nch`` resources in ``self.changed`` (each once, marked by a stamp) and ``fid``'s
+        flow if active; the order of ``out`` is then that of the union of their id sets (see the module docstring)."""
+        changed = self.changed
+        fl = self.fl
+        self.stamp += 1
+        st = self.stamp
+        for i in range(nch):
+            for g in fl[changed[i]]:
+                if g.stamp != st:
+                    g.stamp = st
+                    self._time(g, now, out)
+        n = len(out)
+        if n < 2:
+            return
+        # Order matters only among equal delivery times (consecutive sequence numbers otherwise never compare).
+        tie = False
+        for i in range(1, n):
+            f = out[i]
+            for j in range(i):
+                g = out[j]
+                if g.due == f.due:
+                    tie = True
+                    break
+            if tie:
+                break
+        if not tie:
+            return
+        touched: set[int] = set()
+        for i in range(nch):
+            touched |= self.on[changed[i]]
+        if fid is not None:
+            touched.add(fid)
+        self.stamp += 1
+        st = self.stamp
+        for f in out:
+            f.stamp = st
         flows = self.flows
-        for g in fids:
-            self._time(flows[g], now, out)
+        del out[:]
+        for k in touched:
+            f = flows[k]
+            if f.stamp == st:
+                out.append(f)
 
     def _time(self, f: Flow, now: float, out: list) -> None:
         """Re-time ``f`` at the minimum of its resources' shares and its cap; appended to ``out`` if it changed."""
@@ -138,10 +189,12 @@ class EqualShareFlows:
               task) -> list:
         """:meth:`add` for the engine: returns the re-timed :class:`Flow` records (``due``, ``ver`` set)."""
         on = self.on
+        fl = self.fl
         share = self.share
+        changed = self.changed
         f = Flow(fid, resources, nbytes, now, cap_bps, latency_s, task)
         self.flows[fid] = f
-        touched = None  # flows on resources whose share changed (a set once one did)
+        nch = 0  # resources whose share changed
         finite = cap_bps < _INF
         waterfill = self.waterfill
         capsum = self.capsum
@@ -149,6 +202,7 @@ class EqualShareFlows:
         for r in resources:
             s = on[r]
             s.add(fid)
+            fl[r].append(f)
             if finite:
                 capsum[r] += cap_bps
             else:
@@ -156,15 +210,13 @@ class EqualShareFlows:
             new = self._share(r) if waterfill else self.cap[r] / len(s)
             if new != share[r]:
                 share[r] = new
-                if touched is None:
-                    touched = set()
-                touched |= s
+                changed[nch] = r
+                nch += 1
         out: list = []
-        if touched is None:  # no share changed: only the new flow is timed
+        if nch == 0:  # no share changed: only the new flow is timed
             self._time(f, now, out)
         else:
-            touched.add(fid)
-            self._retime(touched, now, out)
+            self._retime_changed(nch, fid, now, out)
         return out
 
     def _share(self, r: int) -> float:
@@ -176,15 +228,14 @@ class EqualShareFlows:
     def _level(self, r: int) -> float:
         """Water-filling level of resource ``r``: flows whose own cap is below it get their cap, the others
         share the rest equally (max-min fairness on this resource alone)."""
-        on_r = self.on[r]
+        on_r = self.fl[r]
         if len(on_r) == 1:
             return self.cap[r]  # a lone flow may take the whole resource (its rate is capped elsewhere if need be)
-        flows = self.flows
         if len(on_r) == 2:  # the common case, without a list: the loop below on the two caps in sorted order
             lo = hi = 0.0
             first = True
             for g in on_r:
-                c = self._avail(flows[g], r)
+                c = self._avail(g, r)
                 if first:
                     lo = c
                     first = False
@@ -208,7 +259,7 @@ class EqualShareFlows:
         caps = self.scratch
         k = 0
         for g in on_r:
-            c = self._avail(flows[g], r)
+            c = self._avail(g, r)
             j = k
             while j > 0 and caps[j - 1] > c:
                 caps[j] = caps[j - 1]
@@ -251,9 +302,11 @@ class EqualShareFlows:
         del self.flows[fid]
         f.ver = -1
         on = self.on
+        fl = self.fl
         share = self.share
         cap = self.cap
-        touched: set[int] = set()
+        changed = self.changed
+        nch = 0  # resources whose share changed
         finite = f.cap < _INF
         waterfill = self.waterfill
         capsum = self.capsum
@@ -261,6 +314,7 @@ class EqualShareFlows:
         for r in f.res:
             s = on[r]
             s.discard(fid)
+            fl[r].remove(f)
             if finite:
                 capsum[r] = capsum[r] - f.cap if s else 0.0  # reset when idle: no drift from repeated +/-
             else:
@@ -271,10 +325,11 @@ class EqualShareFlows:
                 new = self._share(r) if waterfill else cap[r] / len(s)
             if new != share[r]:
                 share[r] = new
-                touched |= s
+                changed[nch] = r
+                nch += 1
         out: list = []
-        if touched:
-            self._retime(touched, now, out)
+        if nch:
+            self._retime_changed(nch, None, now, out)
         return out
 
     def account(self, resources: tuple[int, ...], nbytes: float) -> None:
