@@ -19,6 +19,12 @@ cdef class _Part:
     cdef public bint cs_open, flow_open
 
 
+cdef class _Batch:
+    cdef public object bid
+    cdef public list members
+    cdef public _Part pre, dec
+
+
 cdef class Engine:
     cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, caps, chip_lat, chip_node, ctype
     cdef public list epoch, families, finish_t, first_bs, first_t, gen, heap, hopm, mem_int, npre, out, prompt
@@ -112,12 +118,20 @@ cdef class Engine:
     cpdef _start_next(self, Py_ssize_t c)
     @cython.locals(c=Py_ssize_t, blk=Py_ssize_t, busy="long long[::1]")
     cpdef _finish(self, _Part part)
+    @cython.locals(b=_Batch, now=cython.double, emitted="long long", gen=list, out=list, epoch=list, stage=list,
+                   prefill=bint, rids=list, epochs=list, k=Py_ssize_t, r=Py_ssize_t)
     cpdef _end_part(self, _Part part)
     cpdef _sample_mem(self)
+    @cython.locals(b=_Batch)
     cpdef _try_form(self)
-    cpdef _start_decode(self, b)
-    cpdef _decode_part(self, b, list rids)
-    cpdef _complete(self, Py_ssize_t r, b)
-    cpdef _admit(self, Py_ssize_t r, b)
+    @cython.locals(stage=list, rids=list, r=Py_ssize_t)
+    cpdef _start_decode(self, _Batch b)
+    @cython.locals(prompt=list, gen=list, tot="long long", c="long long", cap="long long", r=Py_ssize_t,
+                   sc=cython.double, n=cython.double, part=_Part)
+    cpdef _decode_part(self, _Batch b, list rids)
+    cpdef _complete(self, Py_ssize_t r, _Batch b)
+    cpdef _admit(self, Py_ssize_t r, _Batch b)
+    cpdef _start_prefill(self, _Batch b)
+    cpdef _start_pass(self, _Batch b)
     @cython.locals(need="long long")
     cpdef bint _ensure(self, Py_ssize_t r)

@@ -597,7 +597,7 @@ class Engine:
             return
         stage, prompt, gen = self.stage, self.prompt, self.gen
         if self.continuous and self.queue and len(b.members) < self.max_batch:
-            pending = sum(prompt[r] + gen[r] for r in b.members if stage[r] == 0)
+            pending = sum([prompt[r] + gen[r] for r in b.members if stage[r] == 0])
             before = len(b.members)
             self.batcher.refill(b.members, pending, self.queue, self.mem)
             for r in b.members[before:]:
@@ -606,7 +606,7 @@ class Engine:
         if not rids:
             return
         qs = [prompt[r] + gen[r] for r in rids]
-        agg = np.array([1.0, len(rids), float(sum(qs)), 0.0, float(sum(q * q for q in qs)), 0.0])
+        agg = np.array([1.0, len(rids), float(sum(qs)), 0.0, float(sum([q * q for q in qs])), 0.0])
         for r in rids:
             stage[r] = 1
         part = _Part(b, "prefill", rids, self._pass_vals(agg), self.seg_end["prefill"], self._omap("prefill"))
@@ -631,8 +631,11 @@ class Engine:
         """Dispatch one decode pass over ``rids`` (one new token each, at its own context)."""
         cap = self.model.max_context
         prompt, gen = self.prompt, self.gen
-        cs = [min(prompt[r] + gen[r] - 1, cap) for r in rids]
-        sc = float(sum(cs))
+        tot = 0  # sum of the contexts (exact integer sum, as sum() of the list)
+        for r in rids:
+            c = prompt[r] + gen[r] - 1
+            tot += c if c < cap else cap
+        sc = float(tot)
         n = float(len(rids))
         agg = np.array([1.0, n, n, sc, n, sc])
         part = _Part(b, "decode", rids, self._pass_vals(agg), self.seg_end["decode"], self._omap("decode"))
@@ -649,7 +652,7 @@ class Engine:
                 self._ensure(r)
         dec = [r for r in b.members if stage[r] == 2]
         left = self.batcher.token_budget - len(dec)
-        room = left - sum(prompt[r] + gen[r] - pdone[r] for r in b.members if stage[r] == 0)
+        room = left - sum([prompt[r] + gen[r] - pdone[r] for r in b.members if stage[r] == 0])
         if self.queue and room > 0 and len(b.members) < self.max_batch:
             before = len(b.members)
             self.batcher.refill(b.members, room, self.queue, self.mem)
@@ -661,8 +664,8 @@ class Engine:
         if pre:
             cap = self.model.max_context
             cs = [min(pdone[r], cap) for r in pre]
-            agg = np.array([1.0, len(pre), float(sum(qs)), float(sum(q * c for q, c in zip(qs, cs))),
-                            float(sum(q * q for q in qs)), float(sum(cs))])
+            agg = np.array([1.0, len(pre), float(sum(qs)), float(sum([q * c for q, c in zip(qs, cs)])),
+                            float(sum([q * q for q in qs])), float(sum(cs))])
             for r in pre:
                 stage[r] = 1
             part = _Part(b, "prefill", pre, self._pass_vals(agg), self.seg_end["prefill"], self._omap("prefill"))
@@ -695,10 +698,12 @@ class Engine:
         b = part.batch
         emitted = 0
         gen, out, epoch, stage = self.gen, self.out, self.epoch, self.stage
-        prefill = part.phase == "prefill"
+        prefill = part.pid == 0  # _PHASES[0] == "prefill"
         chunks = part.qs
-        for k, (r, ep) in enumerate(zip(part.rids, part.epochs)):
-            if epoch[r] != ep:
+        rids, epochs = part.rids, part.epochs
+        for k in range(len(rids)):
+            r = rids[k]
+            if epoch[r] != epochs[k]:
                 continue  # preempted while the pass was in flight
             if chunks is not None:  # chunked prefill: a token only with the prompt's last chunk
                 pd = self.pdone[r] + chunks[k]
