@@ -107,7 +107,7 @@ cdef class Engine:
     @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, serves="long long[::1]",
                    famok="long long[::1]", dist="long long[::1]", load="long long[::1]", queues=list, lend=bint, bv=Py_ssize_t,
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
-                   native=bint, d="long long")
+                   native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t)
     cpdef _el_steal(self, Py_ssize_t idle)
     @cython.locals(was="long long")
     cdef void _load_add(self, Py_ssize_t c, long long d)

@@ -827,13 +827,19 @@ class Engine:
         bl = 0
         bd = 0
         for victim in range(nc):
-            q = queues[victim]
-            if victim == idle or len(q) < spread - 1:
+            if victim == idle:
                 continue
             lv = load[victim]
-            if lv < spread:
+            if lv < spread:  # (tested before the queue's length: a C read)
                 continue
-            for task in reversed(q):  # newest first: it would wait longest where it is
+            q = queues[victim]
+            n = len(q)
+            if n < spread - 1:
+                continue
+            j = n
+            while j > 0:  # newest first: it would wait longest where it is (indexed: no reversed() iterator)
+                j -= 1
+                task = q[j]
                 k = self.p_key[task.pid * self.nb + task.block]
                 native = serves[idle * nk + k]
                 if not native and not (lend and famok[idle * nk + k]):
