@@ -1,3 +1,8 @@
+# cython: boundscheck=False, wraparound=False
+# (Compiled only. Every index here is in range by construction and never negative — heap slots below the heap
+# size, resource/chiplet/block/request ids, guarded -1 sentinels — so the per-access checks are dropped: -8 % of
+# the static+elastic loop's instructions. An indexing bug would no longer raise IndexError: the pure-Python
+# sources, run by the tests and the identity check, still do.)
 """A lean, incremental flow model for the engine's hot path: per-resource fair sharing of links and HBM ports.
 
 Every flow crosses resources (directed links of its XY route and the memory's interface port) and has its own
