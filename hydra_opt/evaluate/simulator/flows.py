@@ -43,6 +43,12 @@ from array import array
 __all__ = ["EqualShareFlows", "Flow"]
 
 _INF = float("inf")
+try:  # True only inside the Cython-compiled module (setup.py)
+    import cython
+
+    _COMPILED = cython.compiled
+except ImportError:
+    _COMPILED = False
 # The shortcut is taken only when the caps fit with a margin, so incremental rounding of the sum cannot flip it.
 _SLACK = 1.0 - 1e-9
 
@@ -63,9 +69,10 @@ class Flow:
         task: The caller's payload (the engine's task).
         hpos: The compiled engine's event-heap slot of its delivery event (-1: none; the engine's to keep).
         stamp: The flow model's mark (the last re-timing pass that visited it).
+        roff: Where its resource ids start in the flow model's ``rpool`` (``len(res)`` of them).
     """
 
-    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos", "stamp")
+    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos", "stamp", "roff")
 
     def __init__(self, fid, res, rem, now, cap, lat, task):
         self.fid = fid
@@ -80,6 +87,7 @@ class Flow:
         self.task = task
         self.hpos = -1
         self.stamp = 0
+        self.roff = 0
 
 
 class EqualShareFlows:
@@ -106,6 +114,13 @@ class EqualShareFlows:
         self.scratch = array("d", [0.0]) * 16  # _level's sorted caps
         self.changed = array("q", [0]) * max(1, len(caps_bps))  # resources whose share changed in this start/finish
         self.stamp = 0  # last mark given to flows (Flow.stamp)
+        # Each active flow's resource ids as C integers (compiled: the levels read them without converting the
+        # tuple's ints): a slot of `stride` entries per flow (a flow crosses a resource at most once); free slots on
+        # a stack.
+        self.stride = max(1, len(caps_bps))
+        self.rpool = array("q", [0]) * (16 * self.stride)
+        self.fslot = array("q", range(16))
+        self.nfree = 16
 
     def _retime_changed(self, nch: int, fid, now: float, out: list) -> None:
         """Re-time every flow on the ``nch`` resources in ``self.changed`` (each once, marked by a stamp) and ``fid``'s
@@ -155,9 +170,16 @@ class EqualShareFlows:
         """Re-time ``f`` at the minimum of its resources' shares and its cap; appended to ``out`` if it changed."""
         share = self.share
         rate = _INF  # min over its resources' shares
-        for x in f.res:
-            if share[x] < rate:
-                rate = share[x]
+        if _COMPILED:
+            rp = self.rpool
+            for i in range(f.roff, f.roff + len(f.res)):
+                x = rp[i]
+                if share[x] < rate:
+                    rate = share[x]
+        else:
+            for x in f.res:
+                if share[x] < rate:
+                    rate = share[x]
         if f.cap < rate:
             rate = f.cap
         if rate == f.rate:
@@ -199,6 +221,14 @@ class EqualShareFlows:
         changed = self.changed
         f = Flow(fid, resources, nbytes, now, cap_bps, latency_s, task)
         self.flows[fid] = f
+        if not self.nfree:
+            self._grow_slots()
+        self.nfree -= 1
+        off = f.roff = self.fslot[self.nfree] * self.stride
+        rp = self.rpool
+        for r in resources:  # all before the levels below read them
+            rp[off] = r
+            off += 1
         nch = 0  # resources whose share changed
         finite = cap_bps < _INF
         waterfill = self.waterfill
@@ -287,9 +317,16 @@ class EqualShareFlows:
         (one-step propagation)."""
         share = self.share
         c = f.cap
-        for x in f.res:
-            if x != r and share[x] < c:
-                c = share[x]
+        if _COMPILED:
+            rp = self.rpool
+            for i in range(f.roff, f.roff + len(f.res)):
+                x = rp[i]
+                if x != r and share[x] < c:
+                    c = share[x]
+        else:
+            for x in f.res:
+                if x != r and share[x] < c:
+                    c = share[x]
         return c
 
     def version(self, fid: int) -> int:
@@ -332,10 +369,23 @@ class EqualShareFlows:
                 share[r] = new
                 changed[nch] = r
                 nch += 1
+        self.fslot[self.nfree] = f.roff // self.stride
+        self.nfree += 1
         out: list = []
         if nch:
             self._retime_changed(nch, None, now, out)
         return out
+
+    def _grow_slots(self) -> None:
+        """Double the resource-id slots (new arrays: a buffer in use by a memoryview cannot be resized)."""
+        n = len(self.fslot)
+        rp = array("q", [0]) * (2 * n * self.stride)
+        old = self.rpool
+        for i in range(n * self.stride):
+            rp[i] = old[i]
+        self.rpool = rp
+        self.fslot = array("q", range(n, 2 * n)) + array("q", [0]) * n
+        self.nfree = n
 
     def account(self, resources: tuple[int, ...], nbytes: float) -> None:
         """Record ``nbytes`` carried over ``resources`` (called once per flow)."""
