@@ -40,7 +40,7 @@ cdef class Engine:
     cdef public double[::1] busy_s, link_bytes
     cdef public list queues, p_native, p_lent
     cdef public long long[::1] load
-    cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist
+    cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist, el_cand, el_n0, el_n1, el_l0, el_l1
     cdef public long long el_spread, el_margin, el_over
     cdef public double el_w
     cdef public Py_ssize_t el_nk, victim
@@ -99,9 +99,11 @@ cdef class Engine:
     @cython.locals(c=Py_ssize_t, queues=list, idle=Py_ssize_t)
     cpdef _ready(self, _Part task)
     @cython.locals(load="long long[::1]", dist="long long[::1]", nc=Py_ssize_t, w=cython.double, best=Py_ssize_t,
-                   bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double)
-    cpdef Py_ssize_t _el_min(self, list cands, Py_ssize_t blk)
-    @cython.locals(blk=Py_ssize_t, i=Py_ssize_t, pref=Py_ssize_t, native=list, lent=list, load="long long[::1]",
+                   bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double,
+                   cand="long long[::1]", j=Py_ssize_t)
+    cpdef Py_ssize_t _el_min(self, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t blk)
+    @cython.locals(blk=Py_ssize_t, i=Py_ssize_t, pref=Py_ssize_t, load="long long[::1]", cand="long long[::1]",
+                   n0=Py_ssize_t, n1=Py_ssize_t, l0=Py_ssize_t, l1=Py_ssize_t, j=Py_ssize_t,
                    lmin="long long", m="long long", c=Py_ssize_t, lend_ok=bint, best=Py_ssize_t, alt=Py_ssize_t)
     cpdef Py_ssize_t _el_choose(self, _Part task)
     @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, serves="long long[::1]",

@@ -773,14 +773,28 @@ class Engine:
         self.el_famok = array("q", [int(k[0] in {f for f, _ in view.serves[c]}) for c in range(nc) for k in keys])
         self.el_over = self.nc if self.el_spread <= 0 else 0  # chiplets with load >= spread (_load_add)
         self.el_dist = array("q", [manhattan(view.xy[c], self.block_mem_xy[b]) for b in range(nb) for c in range(nc)])
+        # The same candidate lists flat, as C integers: (phase, block) i's native chiplets at
+        # el_cand[el_n0[i]:el_n1[i]], its lending ones at el_cand[el_l0[i]:el_l1[i]].
+        cand, n0, n1, l0, l1 = [], [], [], [], []
+        for i in range(2 * nb):
+            n0.append(len(cand))
+            cand += self.p_native[i]
+            n1.append(len(cand))
+            l0.append(len(cand))
+            cand += self.p_lent[i]
+            l1.append(len(cand))
+        self.el_cand = array("q", cand)
+        self.el_n0, self.el_n1, self.el_l0, self.el_l1 = (array("q", x) for x in (n0, n1, l0, l1))
 
-    def _el_min(self, cands: list, blk: int) -> int:
-        """The candidate minimising ``(load + distance_weight · hops to the block's memory, load, index)``."""
-        load, dist, nc, w = self.load, self.el_dist, self.nc, self.el_w
+    def _el_min(self, lo: int, hi: int, blk: int) -> int:
+        """The candidate in ``el_cand[lo:hi]`` minimising ``(load + distance_weight · hops to the block's memory, load,
+        index)``."""
+        load, dist, nc, w, cand = self.load, self.el_dist, self.nc, self.el_w, self.el_cand
         best = -1
         bs = 0.0
         bl = 0
-        for c in cands:
+        for j in range(lo, hi):
+            c = cand[j]
             ld = load[c]
             s = ld + w * dist[blk * nc + c]
             if best < 0 or s < bs or (s == bs and (ld < bl or (ld == bl and c < best))):
@@ -794,25 +808,27 @@ class Engine:
         blk = task.block
         i = task.pid * self.nb + blk
         pref = self.p_pref[i]
-        native = self.p_native[i]
-        lent = self.p_lent[i]
+        cand = self.el_cand
+        n0, n1, l0, l1 = self.el_n0[i], self.el_n1[i], self.el_l0[i], self.el_l1[i]
         load = self.load
-        lmin = load[native[0]]
-        for c in native:
+        lmin = load[cand[n0]]
+        for j in range(n0, n1):
+            c = cand[j]
             if load[c] < lmin:
                 lmin = load[c]
         lend_ok = False
-        if lent:
-            m = load[lent[0]]
-            for c in lent:
+        if l1 > l0:
+            m = load[cand[l0]]
+            for j in range(l0, l1):
+                c = cand[j]
                 if load[c] < m:
                     m = load[c]
             lend_ok = m + self.el_margin <= lmin
         if load[pref] - lmin < self.el_spread and not lend_ok:
             return pref
-        best = self._el_min(native, blk)
+        best = self._el_min(n0, n1, blk)
         if lend_ok:
-            alt = self._el_min(lent, blk)
+            alt = self._el_min(l0, l1, blk)
             if load[alt] + self.el_margin <= load[best]:
                 return alt
         return best
