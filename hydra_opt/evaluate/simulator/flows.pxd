@@ -50,5 +50,5 @@ cdef class EqualShareFlows:
 
     @cython.locals(s=set, nch=Py_ssize_t, finite=bint, new=cython.double, out=list, r=Py_ssize_t, on=list, fl=list,
                    share="double[::1]", cap="double[::1]", capsum="double[::1]", uncapped="long long[::1]",
-                   changed="long long[::1]", waterfill=bint)
+                   changed="long long[::1]", waterfill=bint, lst=list, i=Py_ssize_t)
     cpdef list finish(self, Flow f, double now)

@@ -356,7 +356,11 @@ class EqualShareFlows:
         for r in f.res:
             s = on[r]
             s.discard(fid)
-            fl[r].remove(f)
+            lst = fl[r]
+            for i in range(len(lst)):  # by identity: list.remove would first try == on every record before f
+                if lst[i] is f:
+                    del lst[i]
+                    break
             if finite:
                 capsum[r] = capsum[r] - f.cap if s else 0.0  # reset when idle: no drift from repeated +/-
             else:
