@@ -19,6 +19,12 @@ cdef class _Part:
     cdef public bint cs_open, flow_open
 
 
+cdef class _Batch:
+    cdef public object bid
+    cdef public list members
+    cdef public _Part pre, dec
+
+
 cdef class Engine:
     cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, caps, chip_lat, chip_node, ctype
     cdef public list epoch, families, finish_t, first_bs, first_t, gen, heap, hopm, mem_int, npre, out, prompt
@@ -34,7 +40,7 @@ cdef class Engine:
     cdef public double[::1] busy_s, link_bytes
     cdef public list queues, p_native, p_lent
     cdef public long long[::1] load
-    cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist
+    cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist, el_cand, el_n0, el_n1, el_l0, el_l1
     cdef public long long el_spread, el_margin, el_over
     cdef public double el_w
     cdef public Py_ssize_t el_nk, victim
@@ -53,6 +59,7 @@ cdef class Engine:
     cdef public long long events
     cdef public long long flow_seq
     cdef public long long tokens
+    cdef public long long page_tokens
     cdef public long long _checks
     cdef public Py_ssize_t nb
     cdef public Py_ssize_t nc
@@ -92,15 +99,17 @@ cdef class Engine:
     @cython.locals(c=Py_ssize_t, queues=list, idle=Py_ssize_t)
     cpdef _ready(self, _Part task)
     @cython.locals(load="long long[::1]", dist="long long[::1]", nc=Py_ssize_t, w=cython.double, best=Py_ssize_t,
-                   bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double)
-    cpdef Py_ssize_t _el_min(self, list cands, Py_ssize_t blk)
-    @cython.locals(blk=Py_ssize_t, i=Py_ssize_t, pref=Py_ssize_t, native=list, lent=list, load="long long[::1]",
+                   bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double,
+                   cand="long long[::1]", j=Py_ssize_t)
+    cpdef Py_ssize_t _el_min(self, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t blk)
+    @cython.locals(blk=Py_ssize_t, i=Py_ssize_t, pref=Py_ssize_t, load="long long[::1]", cand="long long[::1]",
+                   n0=Py_ssize_t, n1=Py_ssize_t, l0=Py_ssize_t, l1=Py_ssize_t, j=Py_ssize_t,
                    lmin="long long", m="long long", c=Py_ssize_t, lend_ok=bint, best=Py_ssize_t, alt=Py_ssize_t)
     cpdef Py_ssize_t _el_choose(self, _Part task)
     @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, serves="long long[::1]",
                    famok="long long[::1]", dist="long long[::1]", load="long long[::1]", queues=list, lend=bint, bv=Py_ssize_t,
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
-                   native=bint, d="long long")
+                   native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t)
     cpdef _el_steal(self, Py_ssize_t idle)
     @cython.locals(was="long long")
     cdef void _load_add(self, Py_ssize_t c, long long d)
@@ -111,10 +120,20 @@ cdef class Engine:
     cpdef _start_next(self, Py_ssize_t c)
     @cython.locals(c=Py_ssize_t, blk=Py_ssize_t, busy="long long[::1]")
     cpdef _finish(self, _Part part)
+    @cython.locals(b=_Batch, now=cython.double, emitted="long long", gen=list, out=list, epoch=list, stage=list,
+                   prefill=bint, rids=list, epochs=list, k=Py_ssize_t, r=Py_ssize_t)
     cpdef _end_part(self, _Part part)
     cpdef _sample_mem(self)
+    @cython.locals(b=_Batch)
     cpdef _try_form(self)
-    cpdef _start_decode(self, b)
-    cpdef _decode_part(self, b, list rids)
-    cpdef _complete(self, Py_ssize_t r, b)
-    cpdef _admit(self, Py_ssize_t r, b)
+    @cython.locals(stage=list, rids=list, r=Py_ssize_t)
+    cpdef _start_decode(self, _Batch b)
+    @cython.locals(prompt=list, gen=list, tot="long long", c="long long", cap="long long", r=Py_ssize_t,
+                   sc=cython.double, n=cython.double, part=_Part)
+    cpdef _decode_part(self, _Batch b, list rids)
+    cpdef _complete(self, Py_ssize_t r, _Batch b)
+    cpdef _admit(self, Py_ssize_t r, _Batch b)
+    cpdef _start_prefill(self, _Batch b)
+    cpdef _start_pass(self, _Batch b)
+    @cython.locals(need="long long")
+    cpdef bint _ensure(self, Py_ssize_t r)

@@ -1,3 +1,8 @@
+# cython: boundscheck=False, wraparound=False
+# (Compiled only. Every index here is in range by construction and never negative — heap slots below the heap
+# size, resource/chiplet/block/request ids, guarded -1 sentinels — so the per-access checks are dropped: -8 % of
+# the static+elastic loop's instructions. An indexing bug would no longer raise IndexError: the pure-Python
+# sources, run by the tests and the identity check, still do.)
 """The event-driven serving engine.
 
 Granularity (docs/simulator.md): an event is the end of one *task* — one pass of one batch over one block, for
@@ -561,6 +566,14 @@ class Engine:
     def _ensure(self, r: int) -> bool:
         """Memory for ``r``'s next pass; preempts the fewest-generated running request while it does not fit."""
         need = self.prompt[r] + self.gen[r]
+        # Most passes need no new page: answer PagedMemory.ensure's "nothing to add" case without calling it.
+        have = self.mem.pages.get(r)
+        if have is not None and -(-need // self.page_tokens) <= have:
+            return True
+        return self._make_room(r, need)
+
+    def _make_room(self, r: int, need: int) -> bool:
+        """:meth:`_ensure` when ``r`` may need more pages."""
         while not self.mem.ensure(r, need):
             if len(self.running) <= 1:
                 # Alone and still too big: it can never run here.
@@ -589,7 +602,7 @@ class Engine:
             return
         stage, prompt, gen = self.stage, self.prompt, self.gen
         if self.continuous and self.queue and len(b.members) < self.max_batch:
-            pending = sum(prompt[r] + gen[r] for r in b.members if stage[r] == 0)
+            pending = sum([prompt[r] + gen[r] for r in b.members if stage[r] == 0])
             before = len(b.members)
             self.batcher.refill(b.members, pending, self.queue, self.mem)
             for r in b.members[before:]:
@@ -598,7 +611,7 @@ class Engine:
         if not rids:
             return
         qs = [prompt[r] + gen[r] for r in rids]
-        agg = np.array([1.0, len(rids), float(sum(qs)), 0.0, float(sum(q * q for q in qs)), 0.0])
+        agg = np.array([1.0, len(rids), float(sum(qs)), 0.0, float(sum([q * q for q in qs])), 0.0])
         for r in rids:
             stage[r] = 1
         part = _Part(b, "prefill", rids, self._pass_vals(agg), self.seg_end["prefill"], self._omap("prefill"))
@@ -623,8 +636,11 @@ class Engine:
         """Dispatch one decode pass over ``rids`` (one new token each, at its own context)."""
         cap = self.model.max_context
         prompt, gen = self.prompt, self.gen
-        cs = [min(prompt[r] + gen[r] - 1, cap) for r in rids]
-        sc = float(sum(cs))
+        tot = 0  # sum of the contexts (exact integer sum, as sum() of the list)
+        for r in rids:
+            c = prompt[r] + gen[r] - 1
+            tot += c if c < cap else cap
+        sc = float(tot)
         n = float(len(rids))
         agg = np.array([1.0, n, n, sc, n, sc])
         part = _Part(b, "decode", rids, self._pass_vals(agg), self.seg_end["decode"], self._omap("decode"))
@@ -641,7 +657,7 @@ class Engine:
                 self._ensure(r)
         dec = [r for r in b.members if stage[r] == 2]
         left = self.batcher.token_budget - len(dec)
-        room = left - sum(prompt[r] + gen[r] - pdone[r] for r in b.members if stage[r] == 0)
+        room = left - sum([prompt[r] + gen[r] - pdone[r] for r in b.members if stage[r] == 0])
         if self.queue and room > 0 and len(b.members) < self.max_batch:
             before = len(b.members)
             self.batcher.refill(b.members, room, self.queue, self.mem)
@@ -653,8 +669,8 @@ class Engine:
         if pre:
             cap = self.model.max_context
             cs = [min(pdone[r], cap) for r in pre]
-            agg = np.array([1.0, len(pre), float(sum(qs)), float(sum(q * c for q, c in zip(qs, cs))),
-                            float(sum(q * q for q in qs)), float(sum(cs))])
+            agg = np.array([1.0, len(pre), float(sum(qs)), float(sum([q * c for q, c in zip(qs, cs)])),
+                            float(sum([q * q for q in qs])), float(sum(cs))])
             for r in pre:
                 stage[r] = 1
             part = _Part(b, "prefill", pre, self._pass_vals(agg), self.seg_end["prefill"], self._omap("prefill"))
@@ -687,10 +703,12 @@ class Engine:
         b = part.batch
         emitted = 0
         gen, out, epoch, stage = self.gen, self.out, self.epoch, self.stage
-        prefill = part.phase == "prefill"
+        prefill = part.pid == 0  # _PHASES[0] == "prefill"
         chunks = part.qs
-        for k, (r, ep) in enumerate(zip(part.rids, part.epochs)):
-            if epoch[r] != ep:
+        rids, epochs = part.rids, part.epochs
+        for k in range(len(rids)):
+            r = rids[k]
+            if epoch[r] != epochs[k]:
                 continue  # preempted while the pass was in flight
             if chunks is not None:  # chunked prefill: a token only with the prompt's last chunk
                 pd = self.pdone[r] + chunks[k]
@@ -755,14 +773,28 @@ class Engine:
         self.el_famok = array("q", [int(k[0] in {f for f, _ in view.serves[c]}) for c in range(nc) for k in keys])
         self.el_over = self.nc if self.el_spread <= 0 else 0  # chiplets with load >= spread (_load_add)
         self.el_dist = array("q", [manhattan(view.xy[c], self.block_mem_xy[b]) for b in range(nb) for c in range(nc)])
+        # The same candidate lists flat, as C integers: (phase, block) i's native chiplets at
+        # el_cand[el_n0[i]:el_n1[i]], its lending ones at el_cand[el_l0[i]:el_l1[i]].
+        cand, n0, n1, l0, l1 = [], [], [], [], []
+        for i in range(2 * nb):
+            n0.append(len(cand))
+            cand += self.p_native[i]
+            n1.append(len(cand))
+            l0.append(len(cand))
+            cand += self.p_lent[i]
+            l1.append(len(cand))
+        self.el_cand = array("q", cand)
+        self.el_n0, self.el_n1, self.el_l0, self.el_l1 = (array("q", x) for x in (n0, n1, l0, l1))
 
-    def _el_min(self, cands: list, blk: int) -> int:
-        """The candidate minimising ``(load + distance_weight · hops to the block's memory, load, index)``."""
-        load, dist, nc, w = self.load, self.el_dist, self.nc, self.el_w
+    def _el_min(self, lo: int, hi: int, blk: int) -> int:
+        """The candidate in ``el_cand[lo:hi]`` minimising ``(load + distance_weight · hops to the block's memory, load,
+        index)``."""
+        load, dist, nc, w, cand = self.load, self.el_dist, self.nc, self.el_w, self.el_cand
         best = -1
         bs = 0.0
         bl = 0
-        for c in cands:
+        for j in range(lo, hi):
+            c = cand[j]
             ld = load[c]
             s = ld + w * dist[blk * nc + c]
             if best < 0 or s < bs or (s == bs and (ld < bl or (ld == bl and c < best))):
@@ -776,25 +808,27 @@ class Engine:
         blk = task.block
         i = task.pid * self.nb + blk
         pref = self.p_pref[i]
-        native = self.p_native[i]
-        lent = self.p_lent[i]
+        cand = self.el_cand
+        n0, n1, l0, l1 = self.el_n0[i], self.el_n1[i], self.el_l0[i], self.el_l1[i]
         load = self.load
-        lmin = load[native[0]]
-        for c in native:
+        lmin = load[cand[n0]]
+        for j in range(n0, n1):
+            c = cand[j]
             if load[c] < lmin:
                 lmin = load[c]
         lend_ok = False
-        if lent:
-            m = load[lent[0]]
-            for c in lent:
+        if l1 > l0:
+            m = load[cand[l0]]
+            for j in range(l0, l1):
+                c = cand[j]
                 if load[c] < m:
                     m = load[c]
             lend_ok = m + self.el_margin <= lmin
         if load[pref] - lmin < self.el_spread and not lend_ok:
             return pref
-        best = self._el_min(native, blk)
+        best = self._el_min(n0, n1, blk)
         if lend_ok:
-            alt = self._el_min(lent, blk)
+            alt = self._el_min(l0, l1, blk)
             if load[alt] + self.el_margin <= load[best]:
                 return alt
         return best
@@ -814,13 +848,19 @@ class Engine:
         bl = 0
         bd = 0
         for victim in range(nc):
-            q = queues[victim]
-            if victim == idle or len(q) < spread - 1:
+            if victim == idle:
                 continue
             lv = load[victim]
-            if lv < spread:
+            if lv < spread:  # (tested before the queue's length: a C read)
                 continue
-            for task in reversed(q):  # newest first: it would wait longest where it is
+            q = queues[victim]
+            n = len(q)
+            if n < spread - 1:
+                continue
+            j = n
+            while j > 0:  # newest first: it would wait longest where it is (indexed: no reversed() iterator)
+                j -= 1
+                task = q[j]
                 k = self.p_key[task.pid * self.nb + task.block]
                 native = serves[idle * nk + k]
                 if not native and not (lend and famok[idle * nk + k]):
@@ -1211,5 +1251,6 @@ class Engine:
             kv[m] += model.kv_bytes_per_token[b]
             st[m] += model.state_bytes[b]
         self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
+        self.page_tokens = self.mem.page_tokens
         self.mem_int = [0.0] * nm
         self.mem_t = 0.0

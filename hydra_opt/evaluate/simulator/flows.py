@@ -1,3 +1,8 @@
+# cython: boundscheck=False, wraparound=False
+# (Compiled only. Every index here is in range by construction and never negative — heap slots below the heap
+# size, resource/chiplet/block/request ids, guarded -1 sentinels — so the per-access checks are dropped: -8 % of
+# the static+elastic loop's instructions. An indexing bug would no longer raise IndexError: the pure-Python
+# sources, run by the tests and the identity check, still do.)
 """A lean, incremental flow model for the engine's hot path: per-resource fair sharing of links and HBM ports.
 
 Every flow crosses resources (directed links of its XY route and the memory's interface port) and has its own
@@ -22,6 +27,13 @@ bottleneck — water-filling gives every flow its cap and the level is the capac
 looking at its flows (the per-resource sum of finite caps and count of uncapped flows are kept incrementally).
 Flows are re-timed only when the share of one of their resources changed. Both shortcuts give the same rates as
 the full computation.
+
+Each resource keeps its flows twice: as records in a list (what the levels and the re-timing walk, without a
+set or dict per visit) and as a set of flow ids. The re-timed flows get consecutive event sequence numbers, so
+their order matters only among flows delivered at the same instant: it is the iteration order of the union of
+the id sets of the resources whose share changed (the order of the original set-based model). The lists give
+the re-timed flows in another order; only when two of them have equal delivery times is that set built and the
+order taken from it (see :meth:`EqualShareFlows._retime_changed`).
 """
 
 from __future__ import annotations
@@ -31,6 +43,12 @@ from array import array
 __all__ = ["EqualShareFlows", "Flow"]
 
 _INF = float("inf")
+try:  # True only inside the Cython-compiled module (setup.py)
+    import cython
+
+    _COMPILED = cython.compiled
+except ImportError:
+    _COMPILED = False
 # The shortcut is taken only when the caps fit with a margin, so incremental rounding of the sum cannot flip it.
 _SLACK = 1.0 - 1e-9
 
@@ -39,7 +57,7 @@ class Flow:
     """One active flow: a typed record (a C struct when compiled, see flows.pxd) instead of a list.
 
     Attributes:
-        fid: Flow id (an int; sets of ids keep the order in which flows are re-timed).
+        fid: Flow id (an int; sets of ids give the order in which flows due at the same instant are re-timed).
         res: Resource ids it crosses.
         rem: Bytes left at ``t_last``.
         rate: Current rate, bytes/s (0 until first timed).
@@ -50,9 +68,11 @@ class Flow:
         due: Delivery time at the current rate, s.
         task: The caller's payload (the engine's task).
         hpos: The compiled engine's event-heap slot of its delivery event (-1: none; the engine's to keep).
+        stamp: The flow model's mark (the last re-timing pass that visited it).
+        roff: Where its resource ids start in the flow model's ``rpool`` (``len(res)`` of them).
     """
 
-    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos")
+    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos", "stamp", "roff")
 
     def __init__(self, fid, res, rem, now, cap, lat, task):
         self.fid = fid
@@ -66,6 +86,8 @@ class Flow:
         self.due = 0.0
         self.task = task
         self.hpos = -1
+        self.stamp = 0
+        self.roff = 0
 
 
 class EqualShareFlows:
@@ -80,7 +102,8 @@ class EqualShareFlows:
         self.waterfill = waterfill
         # Per-resource numbers in typed arrays (C doubles when compiled; the same IEEE values as Python floats).
         self.cap = array("d", [float(x) for x in caps_bps])
-        self.on: list[set[int]] = [set() for _ in caps_bps]
+        self.on: list[set[int]] = [set() for _ in caps_bps]  # flow ids per resource (the re-timing order on ties)
+        self.fl: list[list[Flow]] = [[] for _ in caps_bps]  # the same flows' records per resource
         self.share = array("d", self.cap)  # current share of each resource (its capacity when idle)
         self.n_links = n_links
         self.flows: dict[int, Flow] = {}  # active flows by id
@@ -89,19 +112,74 @@ class EqualShareFlows:
         self.capsum = array("d", [0.0] * len(caps_bps))
         self.uncapped = array("q", [0] * len(caps_bps))
         self.scratch = array("d", [0.0]) * 16  # _level's sorted caps
+        self.changed = array("q", [0]) * max(1, len(caps_bps))  # resources whose share changed in this start/finish
+        self.stamp = 0  # last mark given to flows (Flow.stamp)
+        # Each active flow's resource ids as C integers (compiled: the levels read them without converting the
+        # tuple's ints): a slot of `stride` entries per flow (a flow crosses a resource at most once); free slots on
+        # a stack.
+        self.stride = max(1, len(caps_bps))
+        self.rpool = array("q", [0]) * (16 * self.stride)
+        self.fslot = array("q", range(16))
+        self.nfree = 16
 
-    def _retime(self, fids: set[int], now: float, out: list) -> None:
+    def _retime_changed(self, nch: int, fid, now: float, out: list) -> None:
+        """Re-time every flow on the ``nch`` resources in ``self.changed`` (each once, marked by a stamp) and ``fid``'s
+        flow if active; the order of ``out`` is then that of the union of their id sets (see the module docstring)."""
+        changed = self.changed
+        fl = self.fl
+        self.stamp += 1
+        st = self.stamp
+        for i in range(nch):
+            for g in fl[changed[i]]:
+                if g.stamp != st:
+                    g.stamp = st
+                    self._time(g, now, out)
+        n = len(out)
+        if n < 2:
+            return
+        # Order matters only among equal delivery times (consecutive sequence numbers otherwise never compare).
+        tie = False
+        for i in range(1, n):
+            f = out[i]
+            for j in range(i):
+                g = out[j]
+                if g.due == f.due:
+                    tie = True
+                    break
+            if tie:
+                break
+        if not tie:
+            return
+        touched: set[int] = set()
+        for i in range(nch):
+            touched |= self.on[changed[i]]
+        if fid is not None:
+            touched.add(fid)
+        self.stamp += 1
+        st = self.stamp
+        for f in out:
+            f.stamp = st
         flows = self.flows
-        for g in fids:
-            self._time(flows[g], now, out)
+        del out[:]
+        for k in touched:
+            f = flows[k]
+            if f.stamp == st:
+                out.append(f)
 
     def _time(self, f: Flow, now: float, out: list) -> None:
         """Re-time ``f`` at the minimum of its resources' shares and its cap; appended to ``out`` if it changed."""
         share = self.share
         rate = _INF  # min over its resources' shares
-        for x in f.res:
-            if share[x] < rate:
-                rate = share[x]
+        if _COMPILED:
+            rp = self.rpool
+            for i in range(f.roff, f.roff + len(f.res)):
+                x = rp[i]
+                if share[x] < rate:
+                    rate = share[x]
+        else:
+            for x in f.res:
+                if share[x] < rate:
+                    rate = share[x]
         if f.cap < rate:
             rate = f.cap
         if rate == f.rate:
@@ -138,10 +216,20 @@ class EqualShareFlows:
               task) -> list:
         """:meth:`add` for the engine: returns the re-timed :class:`Flow` records (``due``, ``ver`` set)."""
         on = self.on
+        fl = self.fl
         share = self.share
+        changed = self.changed
         f = Flow(fid, resources, nbytes, now, cap_bps, latency_s, task)
         self.flows[fid] = f
-        touched = None  # flows on resources whose share changed (a set once one did)
+        if not self.nfree:
+            self._grow_slots()
+        self.nfree -= 1
+        off = f.roff = self.fslot[self.nfree] * self.stride
+        rp = self.rpool
+        for r in resources:  # all before the levels below read them
+            rp[off] = r
+            off += 1
+        nch = 0  # resources whose share changed
         finite = cap_bps < _INF
         waterfill = self.waterfill
         capsum = self.capsum
@@ -149,6 +237,7 @@ class EqualShareFlows:
         for r in resources:
             s = on[r]
             s.add(fid)
+            fl[r].append(f)
             if finite:
                 capsum[r] += cap_bps
             else:
@@ -156,15 +245,13 @@ class EqualShareFlows:
             new = self._share(r) if waterfill else self.cap[r] / len(s)
             if new != share[r]:
                 share[r] = new
-                if touched is None:
-                    touched = set()
-                touched |= s
+                changed[nch] = r
+                nch += 1
         out: list = []
-        if touched is None:  # no share changed: only the new flow is timed
+        if nch == 0:  # no share changed: only the new flow is timed
             self._time(f, now, out)
         else:
-            touched.add(fid)
-            self._retime(touched, now, out)
+            self._retime_changed(nch, fid, now, out)
         return out
 
     def _share(self, r: int) -> float:
@@ -176,15 +263,14 @@ class EqualShareFlows:
     def _level(self, r: int) -> float:
         """Water-filling level of resource ``r``: flows whose own cap is below it get their cap, the others
         share the rest equally (max-min fairness on this resource alone)."""
-        on_r = self.on[r]
+        on_r = self.fl[r]
         if len(on_r) == 1:
             return self.cap[r]  # a lone flow may take the whole resource (its rate is capped elsewhere if need be)
-        flows = self.flows
         if len(on_r) == 2:  # the common case, without a list: the loop below on the two caps in sorted order
             lo = hi = 0.0
             first = True
             for g in on_r:
-                c = self._avail(flows[g], r)
+                c = self._avail(g, r)
                 if first:
                     lo = c
                     first = False
@@ -208,7 +294,7 @@ class EqualShareFlows:
         caps = self.scratch
         k = 0
         for g in on_r:
-            c = self._avail(flows[g], r)
+            c = self._avail(g, r)
             j = k
             while j > 0 and caps[j - 1] > c:
                 caps[j] = caps[j - 1]
@@ -231,9 +317,16 @@ class EqualShareFlows:
         (one-step propagation)."""
         share = self.share
         c = f.cap
-        for x in f.res:
-            if x != r and share[x] < c:
-                c = share[x]
+        if _COMPILED:
+            rp = self.rpool
+            for i in range(f.roff, f.roff + len(f.res)):
+                x = rp[i]
+                if x != r and share[x] < c:
+                    c = share[x]
+        else:
+            for x in f.res:
+                if x != r and share[x] < c:
+                    c = share[x]
         return c
 
     def version(self, fid: int) -> int:
@@ -251,9 +344,11 @@ class EqualShareFlows:
         del self.flows[fid]
         f.ver = -1
         on = self.on
+        fl = self.fl
         share = self.share
         cap = self.cap
-        touched: set[int] = set()
+        changed = self.changed
+        nch = 0  # resources whose share changed
         finite = f.cap < _INF
         waterfill = self.waterfill
         capsum = self.capsum
@@ -261,6 +356,11 @@ class EqualShareFlows:
         for r in f.res:
             s = on[r]
             s.discard(fid)
+            lst = fl[r]
+            for i in range(len(lst)):  # by identity: list.remove would first try == on every record before f
+                if lst[i] is f:
+                    del lst[i]
+                    break
             if finite:
                 capsum[r] = capsum[r] - f.cap if s else 0.0  # reset when idle: no drift from repeated +/-
             else:
@@ -271,11 +371,25 @@ class EqualShareFlows:
                 new = self._share(r) if waterfill else cap[r] / len(s)
             if new != share[r]:
                 share[r] = new
-                touched |= s
+                changed[nch] = r
+                nch += 1
+        self.fslot[self.nfree] = f.roff // self.stride
+        self.nfree += 1
         out: list = []
-        if touched:
-            self._retime(touched, now, out)
+        if nch:
+            self._retime_changed(nch, None, now, out)
         return out
+
+    def _grow_slots(self) -> None:
+        """Double the resource-id slots (new arrays: a buffer in use by a memoryview cannot be resized)."""
+        n = len(self.fslot)
+        rp = array("q", [0]) * (2 * n * self.stride)
+        old = self.rpool
+        for i in range(n * self.stride):
+            rp[i] = old[i]
+        self.rpool = rp
+        self.fslot = array("q", range(n, 2 * n)) + array("q", [0]) * n
+        self.nfree = n
 
     def account(self, resources: tuple[int, ...], nbytes: float) -> None:
         """Record ``nbytes`` carried over ``resources`` (called once per flow)."""
