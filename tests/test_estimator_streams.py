@@ -108,20 +108,23 @@ def test_prefill_of_a_longer_prompt_closed_forms():
     import numpy as np
 
     sc = np.array([0.5, 1.0, 3.0])
-    # Continuous: the prefill pass is linear in the prompt.
+    # Continuous: the prefill pass is linear in the prompt; the queue in front of the stations is not (FCFS).
     sm = StreamModel(_inputs())
     pre = sm.open_prefill_s(2.0)
-    assert sm.prefill_at_s(2.0, sc).tolist() == pytest.approx((pre * sc).tolist())
+    service = 0.02 + 0.03
+    assert pre > service  # a queue to split off
+    assert sm.prefill_at_s(2.0, sc).tolist() == pytest.approx((service * sc + (pre - service)).tolist())
     assert sm.prefill_s(2.0) == pytest.approx(pre)
     # Chunked, prompts within the token budget (one chunk each), fewer than m batches: its own batch's first pass.
     ck = StreamModel(_inputs(chunked=True, steps_mean=5.0))
     lam = 0.5
     assert ck.batches(ck.running(lam)) < 4.0
-    assert ck.prefill_at_s(lam, sc).tolist() == pytest.approx((ck.open_prefill_s(lam) * sc).tolist())
+    q = ck.open_prefill_s(lam) - service
+    assert ck.prefill_at_s(lam, sc).tolist() == pytest.approx((service * sc + q).tolist())
     # Long prompts (2.5 chunks on average): each further chunk pays a one-member pass, chunks grow with the prompt.
     long = StreamModel(_inputs(chunked=True, steps_mean=5.0, chunks_mean=2.5))
     f = long.decode_pass_s(1.0)
-    want = long.open_prefill_s(lam) * sc + (np.maximum(2.5 * sc, 1.0) - 1.0) * f
+    want = service * sc + (long.open_prefill_s(lam) - service) + (np.maximum(2.5 * sc, 1.0) - 1.0) * f
     assert long.prefill_at_s(lam, sc).tolist() == pytest.approx(want.tolist())
     # Every batch running: a chunk rides a pass, so no prompt's first token comes before the pass ends.
     busy = StreamModel(_inputs(chunked=True, steps_mean=400.0))

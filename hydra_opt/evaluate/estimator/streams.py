@@ -287,7 +287,9 @@ class StreamModel:
 
         si = self.si
         sc = np.asarray(scale, dtype=np.float64)
-        pre = self.open_prefill_s(lam) * sc
+        # The stations' service grows with the prompt; the queue in front of them does not (FCFS).
+        service = sum(si.pre1_s)
+        pre = service * sc + (self.open_prefill_s(lam) - service)
         if not si.chunked:
             return pre
         # Chunks grow with the prompt only where prompts exceed the token budget (n̄ > 1); else one chunk each.
