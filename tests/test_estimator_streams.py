@@ -92,7 +92,7 @@ def test_fluid_departures_and_fcfs_admissions_closed_form():
     tau = np.full(grid.size, 0.5)  # 2 passes per second
     clock = grid / 0.5
     s_q = np.array([2.0, 10.0])
-    leave = _departures(np.array([0.0, 1.0]), 0.25, s_q, grid, clock, tau)
+    leave = _departures(np.array([0.0, 1.0]) + 0.25, s_q, grid, clock, tau)  # first tokens
     # s passes after the first token (admission + 0.25 s): 0.25 + s·0.5.
     assert leave.ravel().tolist() == pytest.approx([1.25, 5.25, 2.25, 6.25])
     # Two slots: request 2 waits for the first whole departure (two half-request exits: the 2nd-earliest quantile

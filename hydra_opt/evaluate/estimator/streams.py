@@ -86,6 +86,7 @@ class StreamModel:
         self._open_pre: dict[float, float] = {}  # open_prefill_s(λ), per rate (its window wait is the costly part)
         self.n_max = max(si.m * si.b, 1.0)
         self._full = max(si.tau0_s + si.tau1_s * si.b, 1e-300)
+        self.service_s = sum(si.pre1_s)  # one mean prompt through the prefill stations, no queue
 
     def batches(self, n: float, lam: float = 0.0) -> float:
         """Batches decoding with ``n`` requests running.
@@ -145,23 +146,32 @@ class StreamModel:
     def pass_curve_s(self, n, lam: float, d_min=None):
         """:meth:`pass_s` over an array of running counts (the same arithmetic in numpy); ``d_min``: at least
         that many batches (the run fluid's batches formed during prefills, :func:`_formed_batches`)."""
+        return self._pass_terms(n, lam, d_min)[2]
+
+    def _dec_curve(self, d, a):
+        """Decode part of a pass with ``d`` batches of ``a`` members each (numpy; :meth:`decode_pass_s`)."""
+        import numpy as np
+
+        si = self.si
+        taus = np.asarray(si.tau_b_s)
+        return np.interp(d, np.arange(1, taus.size + 1, dtype=np.float64), taus) * (si.tau0_s + si.tau1_s * a) / self._full
+
+    def _pass_terms(self, n, lam: float, d_min=None):
+        """Over an array of running counts: batches ``d``, the decode part at ``d`` and the pass ``τ`` (numpy)."""
         import numpy as np
 
         si = self.si
         n = np.clip(np.asarray(n, dtype=np.float64), 1.0, self.n_max)
         d = self.batch_curve(n, lam, d_min)
         a = np.minimum(n / d, si.b)
-        taus = np.asarray(si.tau_b_s)
-        dec = np.interp(d, np.arange(1, taus.size + 1, dtype=np.float64), taus) * (si.tau0_s + si.tau1_s * a) / self._full
+        dec = self._dec_curve(d, a)
         if not si.chunked:
-            return dec
+            return d, dec, dec
         lam = self._admitted(lam)
         pre = self.open_prefill_s(lam) / max(si.chunks_mean, 1.0)
         g = np.where(d >= max(si.m, 1.0), np.minimum(lam * np.maximum(pre - dec, 0.0) / d, 0.95), 0.0)
         # A stalled batch leaves the decode stations to the others: they see d·(1 − g) batches (see pass_s).
-        idx = np.arange(1, taus.size + 1, dtype=np.float64)
-        dec = np.interp(np.maximum(d * (1.0 - g), 1.0), idx, taus) * (si.tau0_s + si.tau1_s * a) / self._full
-        return dec / (1.0 - g)
+        return d, dec, self._dec_curve(np.maximum(d * (1.0 - g), 1.0), a) / (1.0 - g)
 
     def _admitted(self, lam: float) -> float:
         """Prompts/s that start prefilling: the arrivals, at most the capacity (beyond it they wait for a slot and
@@ -248,17 +258,14 @@ class StreamModel:
         import numpy as np
 
         si = self.si
-        n = np.clip(np.asarray(n, dtype=np.float64), 1.0, self.n_max)
         if not si.chunked:
+            n = np.asarray(n, dtype=np.float64)
             return np.zeros_like(n), np.zeros_like(n)
-        d = self.batch_curve(n, lam)
-        a = np.minimum(n / d, si.b)
-        taus = np.asarray(si.tau_b_s)
-        dec = np.interp(d, np.arange(1, taus.size + 1, dtype=np.float64), taus) * (si.tau0_s + si.tau1_s * a) / self._full
+        d, dec, tau = self._pass_terms(n, lam)
         adm = self._admitted(lam)
         full = d >= max(si.m, 1.0)
         extra = np.where(full, np.maximum(self.open_prefill_s(adm) / max(si.chunks_mean, 1.0) - dec, 0.0), 0.0)
-        p = np.where(full, np.minimum(adm * self.pass_curve_s(n, lam) / d, 1.0), 0.0)
+        p = np.where(full, np.minimum(adm * tau / d, 1.0), 0.0)
         return p, extra
 
     def chunk_prefill_s(self, lam: float, others, tau):
@@ -288,8 +295,7 @@ class StreamModel:
         si = self.si
         sc = np.asarray(scale, dtype=np.float64)
         # The stations' service grows with the prompt; the queue in front of them does not (FCFS).
-        service = sum(si.pre1_s)
-        pre = service * sc + (self.open_prefill_s(lam) - service)
+        pre = self.service_s * sc + (self.open_prefill_s(lam) - self.service_s)
         if not si.chunked:
             return pre
         # Chunks grow with the prompt only where prompts exceed the token budget (n̄ > 1); else one chunk each.
@@ -420,17 +426,17 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     # Over the prefill stations' rate their queue grows through the run (FCFS at that rate) instead of the mean
     # wait ``pre_s`` carries (``open_prefill_s``'s station wait) for every request.
     h_pre = 1.0 / si.pre_rate_req_s if 0.0 < si.pre_rate_req_s < lam else 0.0
-    q_pre = sm.open_prefill_s(lam) - sum(si.pre1_s) if h_pre else 0.0
+    q_pre = sm.open_prefill_s(lam) - sm.service_s if h_pre else 0.0
     for _ in range(n_iter):  # Jacobi: the pass curve, the admissions and the departures from the last sweep's
         clock = np.concatenate([[0.0], np.cumsum(np.diff(grid) / tau[:-1])])  # P(t), passes
         if leave is not None:
             adm = _fcfs_admissions(arr, leave, cap_n)
-        first = _first_tokens(adm, pre_n, h_pre, q_pre)
-        leave = _departures(first, 0.0, s_q, grid, clock, tau)
-        running = (np.searchsorted(np.sort(adm), grid, side="right")
-                   - np.searchsorted(np.sort(leave.ravel()), grid, side="right") / s_q.size)
-        others = np.maximum(np.searchsorted(np.sort(adm), adm, side="left")  # running when each is admitted
-                            - np.searchsorted(np.sort(leave.ravel()), adm, side="right") / s_q.size, 0.0)
+        leave = _departures(_first_tokens(adm, pre_n, h_pre, q_pre), s_q, grid, clock, tau)
+        adm_sorted, leave_sorted = np.sort(adm), np.sort(leave.ravel())
+        running = (np.searchsorted(adm_sorted, grid, side="right")
+                   - np.searchsorted(leave_sorted, grid, side="right") / s_q.size)
+        others = np.maximum(np.searchsorted(adm_sorted, adm, side="left")  # running when each is admitted
+                            - np.searchsorted(leave_sorted, adm, side="right") / s_q.size, 0.0)
         if not si.chunked:
             # Only an arrival that finds others running can start a batch beside theirs.
             d_run = _formed_batches(adm, leave, grid, d_all, sm.prefills_in_flight(lam), np.minimum(others, 1.0))
@@ -593,11 +599,12 @@ def _first_tokens(adm, pre, h_s: float, q_s: float):
     return k + np.maximum.accumulate(adm + pre - q_s - k)
 
 
-def _departures(adm, pre_s: float, s_q, grid, clock, tau):
-    """Each request's departure at each output-length quantile ``s_q``: ``s`` passes after its first token."""
+def _departures(first, s_q, grid, clock, tau):
+    """Each request's departure at each output-length quantile ``s_q``: ``s`` passes after its first token
+    (``first``, s)."""
     import numpy as np
 
-    target = np.interp(adm + pre_s, grid, clock)[:, None] + s_q[None, :]
+    target = np.interp(first, grid, clock)[:, None] + s_q[None, :]
     lv = np.interp(target, clock, grid, right=np.inf)
     over = ~np.isfinite(lv)
     lv[over] = grid[-1] + (target[over] - clock[-1]) * tau[-1]
