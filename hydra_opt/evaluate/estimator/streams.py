@@ -140,7 +140,11 @@ class StreamModel:
         si = self.si
         n = min(max(n, 1.0), self.n_max)
         d = self.batches(n, lam)
-        a = min(n / d, si.b)
+        return self._dec_at(d, min(n / d, si.b))
+
+    def _dec_at(self, d: float, a: float) -> float:
+        """Decode part of a pass with ``d`` batches of ``a`` members each, s (the MVA curve scaled linearly)."""
+        si = self.si
         return _interp(d, si.tau_b_s) * (si.tau0_s + si.tau1_s * a) / self._full
 
     def pass_curve_s(self, n, lam: float, d_min=None):
@@ -149,7 +153,7 @@ class StreamModel:
         return self._pass_terms(n, lam, d_min)[2]
 
     def _dec_curve(self, d, a):
-        """Decode part of a pass with ``d`` batches of ``a`` members each (numpy; :meth:`decode_pass_s`)."""
+        """:meth:`_dec_at` over arrays (numpy, the same arithmetic)."""
         import numpy as np
 
         si = self.si
@@ -201,10 +205,8 @@ class StreamModel:
         # A batch stalled on its chunk (a fraction g of the time) holds no decode station: the others cycle
         # through them as d·(1 − g) batches. Pricing the decode part at all d batches doubled the chunked TPOT of
         # many-prefill-chiplet Mamba-2 arXiv designs (51 ms estimated, 35 ms simulated at half capacity).
-        nn = min(max(n, 1.0), self.n_max)
-        a = min(nn / d, si.b)
-        dec = _interp(max(d * (1.0 - g), 1.0), si.tau_b_s) * (si.tau0_s + si.tau1_s * a) / self._full
-        return dec / (1.0 - g)
+        a = min(min(max(n, 1.0), self.n_max) / d, si.b)
+        return self._dec_at(max(d * (1.0 - g), 1.0), a) / (1.0 - g)
 
     def open_prefill_s(self, lam: float) -> float:
         """One prompt's prefill through the prefill stations at arrival rate ``lam``, s.
