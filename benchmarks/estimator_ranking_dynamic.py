@@ -212,6 +212,39 @@ def simulate_job(job: Job, s: dict, cache: Cache) -> float:
     return time.perf_counter() - t0
 
 
+def simulate_replica(job: Job, s: dict, seed: int, cache: Cache) -> float:
+    """The three load runs again on an independent base stream (``seed``) at the same rates (fractions of the
+    seed-0 capacity): the simulation's own sampling noise, the ceiling any estimator's ranking meets."""
+    from hydra_opt.evaluate.slo import CapacityStream
+
+    t0 = time.perf_counter()
+    cap = cache.get(job.key(s, "capacity"))
+    c = cap["capacity_req_s"] if cap else 0.0
+    if c <= 0:
+        return 0.0
+    sr = {**s, "seed": seed}
+    rep = dataclasses.replace(job, stream=CapacityStream(job.workload, seed, _capacity(s)))
+    for f in LOADS:
+        lk = job.key(sr, f"load{f:g}@{c:.6g}")
+        if cache.get(lk) is None:
+            cache.put({"key": lk, "kind": "replica", "load": f, "seed": seed, **_ids(job), **_sim_run(rep, f * c, s)})
+    return time.perf_counter() - t0
+
+
+def simulate_jitter(job: Job, s: dict, jitter: float, cache: Cache) -> float:
+    """The three load runs again on the same stream at rates ``1 + jitter`` times as high (every inter-arrival
+    time shrunk by that factor): how far the simulation's ranking moves for a change no design should feel."""
+    t0 = time.perf_counter()
+    cap = cache.get(job.key(s, "capacity"))
+    c = cap["capacity_req_s"] if cap else 0.0
+    for f in LOADS if c > 0 else ():
+        lk = job.key(s, f"load{f:g}@{c:.6g}|jitter{jitter:g}")
+        if cache.get(lk) is None:
+            cache.put({"key": lk, "kind": "jitter", "load": f, "jitter": jitter, **_ids(job),
+                       **_sim_run(job, f * c * (1.0 + jitter), s)})
+    return time.perf_counter() - t0
+
+
 def _ids(job: Job) -> dict:
     return {"model": job.model_name, "dataset": job.dataset, "policy": job.policy, "design": design_key(job.design),
             "index": job.index}
@@ -239,7 +272,8 @@ def jobs(models: list[str], datasets: list[str], policies: list[str], limit: int
 
 
 # -- scoring ---------------------------------------------------------------------------------------------------------
-def estimate_job(job: Job, s: dict, cache: Cache) -> dict | None:
+def estimate_job(job: Job, s: dict, cache: Cache, replica: int | None = None,
+                 jitter: float | None = None) -> dict | None:
     """The estimator's values next to the cached simulation (None when the design is not simulated yet)."""
     from hydra_opt.evaluate import Scenario
     from hydra_opt.evaluate.estimator import estimate
@@ -266,6 +300,12 @@ def estimate_job(job: Job, s: dict, cache: Cache) -> dict | None:
                                    ("tpot_mean_s", ld["tpot_mean_s"], e.tpot_mean_s)):
             row[f"sim_{name}@{f:g}"] = sim_v
             row[f"est_{name}@{f:g}"] = _num(est_v)
+        rp = cache.get(job.key({**s, "seed": replica}, f"load{f:g}@{c:.6g}")) if replica is not None else None
+        for name in ("throughput_tok_s", "ttft_p90_s", "tpot_mean_s") if rp else ():
+            row[f"rep_{name}@{f:g}"] = rp[name]
+        jt = cache.get(job.key(s, f"load{f:g}@{c:.6g}|jitter{jitter:g}")) if jitter is not None else None
+        for name in ("throughput_tok_s", "ttft_p90_s", "tpot_mean_s") if jt else ():
+            row[f"jit_{name}@{f:g}"] = jt[name]
     return row
 
 
@@ -292,7 +332,19 @@ def summarise(rows: list[dict]) -> list[dict]:
             out.append({"model": k[0], "dataset": k[1], "policy": k[2], "load": load, "metric": col.split("@")[0],
                         "n": len(have), "spearman": _rho(e, s), "top1_recovered": _top1(e, s, higher),
                         "median_est_over_sim": float(np.median(e[both] / s[both])) if both.any() else math.nan,
-                        "n_ratio": int(both.sum()), "sim_spread_p90_p10": _spread(s)})
+                        "n_ratio": int(both.sum()), "sim_spread_p90_p10": _spread(s), **_replica(have, col, worst)})
+    return out
+
+
+def _replica(have: list[dict], col: str, worst: float) -> dict:
+    """Against an independent replica of the simulation (``--replica-seed``), on the designs that have one:
+    ρ(simulation, replica) — the simulation's own rank noise — and the estimator's ρ against each of the two."""
+    out = {}
+    for w, name in (("rep", "replica"), ("jit", "jitter")):
+        rep = [r for r in have if f"{w}_{col}" in r]
+        s, p, e = (_arr(rep, f"{x}_{col}", worst) for x in ("sim", w, "est"))
+        out.update({f"n_{name}": len(rep), f"spearman_sim_{name}": _rho(p, s),
+                    f"spearman_est_sim_{name}_designs": _rho(e, s), f"spearman_est_{name}": _rho(e, p)})
     return out
 
 
@@ -333,7 +385,10 @@ def write(rows: list[dict], summary: list[dict], s: dict, command: str, note: st
         w.writeheader()
         w.writerows(rows)
     fields = ["model", "dataset", "policy", "load", "metric", "n", "spearman", "top1_recovered",
-              "median_est_over_sim", "n_ratio", "sim_spread_p90_p10"]
+              "median_est_over_sim", "n_ratio", "sim_spread_p90_p10"] + [
+              f"{a}{w}{b}" for w in ("replica", "jitter") for a, b in (("n_", ""), ("spearman_sim_", ""),
+                                                                      ("spearman_est_sim_", "_designs"),
+                                                                      ("spearman_est_", ""))]
     with OUT.with_suffix(".csv").open("w", newline="") as fh:
         w = csv.DictWriter(fh, fields)
         w.writeheader()
@@ -351,7 +406,7 @@ def write(rows: list[dict], summary: list[dict], s: dict, command: str, note: st
         "constant column, e.g. every estimated capacity 0); `top-1 %` = the estimator's top 1 % (≥ 1 design) contains "
         "the simulator's best (`tie`: the estimator ties at the cut); `est/sim` = median ratio over designs where both are "
         "> 0 (`n>0`); `spread` = simulated p90/p10.", "",
-        *_pivot(summary), "",
+        *_pivot(summary), "", *_replica_table(summary),
         "All figures:", "",
         "| model | dataset | policy | load | metric | n | ρ | top-1 % | est/sim | n>0 | spread |",
         "|---|---|---|---|---|---:|---:|---|---:|---:|---:|",
@@ -361,6 +416,28 @@ def write(rows: list[dict], summary: list[dict], s: dict, command: str, note: st
                      f"{r['spearman']:.3f} | {_yn(r['top1_recovered'])} | "
                      f"{r['median_est_over_sim']:.3g} | {r['n_ratio']} | {r['sim_spread_p90_p10']:.3g} |")
     OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def _replica_table(summary: list[dict]) -> list[str]:
+    """Per load cell with replicas: how far the simulation ranks itself, and the estimator on the same designs."""
+    have = [r for r in summary if (r["n_replica"] or r["n_jitter"]) and r["load"] != "capacity"]
+    if not have:
+        return []
+    out = ["How far the simulation ranks itself. *Seed*: the load runs again on the base stream of another seed "
+           "(`--replica-seed`: other prompts, outputs and arrival gaps, the same rates) — how much of a cell's ranking "
+           "belongs to the designs rather than to the 15 s sample. *Jitter*: the same stream at rates 1 + j as high "
+           "(`--replica-jitter`) — how far the simulator's own event order moves the ranking for a change no design "
+           "should feel. `ρ sim/x` = Spearman of the simulation and its replica, `ρ est/sim` = the estimator's on "
+           "the same designs (`n`):", "",
+           "| model | dataset | policy | load | metric | n seed | ρ sim/seed | ρ est/sim | ρ est/seed | n jitter | "
+           "ρ sim/jitter | ρ est/sim |",
+           "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in have:
+        out.append(f"| {r['model']} | {r['dataset']} | {r['policy']} | {r['load']} | {r['metric']} | "
+                   f"{r['n_replica']} | {r['spearman_sim_replica']:.3f} | {r['spearman_est_sim_replica_designs']:.3f} | "
+                   f"{r['spearman_est_replica']:.3f} | {r['n_jitter']} | {r['spearman_sim_jitter']:.3f} | "
+                   f"{r['spearman_est_sim_jitter_designs']:.3f} |")
+    return out + [""]
 
 
 def _pivot(summary: list[dict]) -> list[str]:
@@ -395,6 +472,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="design-sample seed")
     ap.add_argument("--estimate-only", action="store_true", help="do not simulate: re-score against the cache")
     ap.add_argument("--note", default="", help="text for the report (e.g. the machine load)")
+    ap.add_argument("--replica-seed", type=int, default=None,
+                    help="simulate (and score) the load runs again on the base stream of this seed, at the same "
+                         "rates: the simulation's own rank noise")
+    ap.add_argument("--replica-jitter", type=float, default=None,
+                    help="simulate (and score) the load runs again on the same stream at rates 1 + J as high")
     args = ap.parse_args(argv)
     s = settings()
     limit = min(args.limit or args.n_designs, args.n_designs)
@@ -415,11 +497,15 @@ def main(argv: list[str] | None = None) -> int:
             c1 = time.process_time()
             cache.reload()  # another shard may have simulated it meanwhile
             wall = simulate_job(job, s, cache)
+            if args.replica_seed is not None:
+                wall += simulate_replica(job, s, args.replica_seed, cache)
+            if args.replica_jitter is not None:
+                wall += simulate_jitter(job, s, args.replica_jitter, cache)
             cap = cache.get(job.key(s, "capacity"))
             print(f"{job.model_name}:{job.dataset}:{job.policy} #{job.index} {design_key(job.design)} "
                   f"cap {cap['capacity_req_s']:.4g} req/s conv {cap['converged']} runs {len(cap['runs'])} "
                   f"{wall:.1f} s wall {time.process_time() - c1:.1f} s CPU", flush=True)
-    rows = [r for r in (estimate_job(j, s, cache) for j in todo) if r is not None]
+    rows = [r for r in (estimate_job(j, s, cache, args.replica_seed, args.replica_jitter) for j in todo) if r is not None]
     summary = summarise(rows)
     given = list(argv if argv is not None else sys.argv[1:])
     if "--note" in given:  # the note is printed after the command, not inside it
