@@ -306,3 +306,60 @@ def test_chunk_stall_spread_is_binomial_around_the_fluid_tpot():
         sd = extra * math.sqrt(p * (1 - p) / s)
         assert got[j].tolist() == pytest.approx([max(per_q[0, j] + z * sd, 0.0) for z in _Z5])
     assert _stall_spread(ck, lam, np.array([2.0]), per_q, s_q) == tuple(np.repeat(per_q.ravel(), 5).tolist())
+
+
+def test_chunked_first_token_rate_is_at_least_the_bottleneck_station():
+    """Chunked overload: a deterministic tandem runs at its slowest station (1/max D), above the prefill-only
+    MVA's exponential-service rate; continuous batching keeps the MVA's."""
+    ck = StreamModel(_inputs(chunked=True, pre_rate_req_s=20.0))
+    assert ck.first_token_rate_req_s() == pytest.approx(1.0 / 0.03)
+    assert StreamModel(_inputs(chunked=True, pre_rate_req_s=60.0)).first_token_rate_req_s() == 60.0
+    assert StreamModel(_inputs(pre_rate_req_s=20.0)).first_token_rate_req_s() == 20.0
+
+
+def test_stalled_chunked_passes_closed_forms():
+    """With ``m`` batches running and ``w`` prompts waiting or prefilling (``k`` a pass), a fraction
+    ``g = w/(m·k)`` of the batches holds a chunk: the others cycle through the decode stations as ``m·(1 − g)``
+    batches, so a pass takes ``dec(m(1 − g))/(1 − g)``, at most one trip of ``m·k`` prompts through the
+    stations ``k·max(Σ D, m·max D)`` plus the decode part; never shorter than the pass model's; nothing while
+    fewer than ``m`` batches run (an arrival then prefills in a batch of its own)."""
+    import numpy as np
+
+    ck = StreamModel(_inputs(chunked=True, prompts_per_pass=2.0))
+    tau = np.full(5, 0.01)
+    running = np.array([2.0, 32.0, 32.0, 32.0, 32.0])
+    waiting = np.array([100.0, 0.0, 4.0, 8.0, 100.0])
+    got = ck.stalled_pass_s(tau, running, waiting)
+    cycle = 2.0 * max(0.05, 4 * 0.03) + ck._dec_at(4.0, 8.0)
+    half = ck._dec_at(2.0, 8.0) / 0.5  # g = 4/8: two of the four batches free
+    assert got.tolist() == pytest.approx([0.01, max(0.01, ck._dec_at(4.0, 8.0)), max(0.01, half), cycle, cycle])
+
+
+def test_chunked_in_window_tokens_collapse_past_the_prefill_stations():
+    """The run fluid: arrivals beyond the stations' rate keep every batch holding a chunk, and the tokens emitted
+    in the window fall (the simulator: 1,166 tok/s at 6.5 req/s, 71 at 12 on a 7 + 7-chiplet Mamba-2 arXiv design);
+    the pass model alone kept them at its plateau."""
+    from hydra_opt.evaluate.estimator import estimate
+    from hydra_opt.system.design import DesignPoint
+    from hydra_opt.workload.models import load_model
+    from hydra_opt.workload.workload import Requests
+
+    import numpy as np
+
+    design = DesignPoint.from_dict({"chiplets": {"marca_d": 7, "marca_p": 7}, "n_mem": 10, "d2d_bw_gbps": 512,
+                                    "max_batch": 16, "placement": "cp", "batching": "chunked",
+                                    "scheduler": "elastic"})
+    model = load_model("mamba2-2.7b")
+    rng = np.random.default_rng(0)
+    n = 240
+    prompts = np.maximum(rng.lognormal(math.log(2700), 0.6, n).astype(np.int64), 1)
+    outs = np.maximum(rng.lognormal(math.log(250), 0.5, n).astype(np.int64), 1)
+    gaps = rng.exponential(1.0, n)
+
+    def thr(rate: float) -> float:
+        arr = np.cumsum(gaps) / rate
+        keep = arr <= 15.0
+        return estimate(design, model, Requests(arr[keep], prompts[keep], outs[keep])).throughput_tok_s
+
+    low, high = thr(4.0), thr(14.0)
+    assert high < 0.5 * low

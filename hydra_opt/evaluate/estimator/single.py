@@ -543,7 +543,8 @@ def _stream_model(di: _Design, prep: core.Prepared, ctx: dict) -> streams.Stream
     return streams.StreamModel(streams.StreamInputs(
         m=m, b=bsz, steps_mean=float(st.decode_steps_mean), tau_b_s=tuple(ctx["tau_b"]), tau0_s=tau0, tau1_s=tau1,
         pre1_s=tuple(x for x in ld["pre1"] if x > 0.0), pre_rate_req_s=pre_rate, chunked=di.chunked,
-        chunks_mean=di.chunk_extra + 1.0, arrivals_s=_arrival_span(prep), prompt_scv=ctx["ex"]["prompt_scv"]))
+        chunks_mean=di.chunk_extra + 1.0, arrivals_s=_arrival_span(prep), prompt_scv=ctx["ex"]["prompt_scv"],
+        prompts_per_pass=k_max))
 
 
 def _arrival_span(prep: core.Prepared) -> tuple[float, float]:
