@@ -438,10 +438,9 @@ def _decode_curves(di: _Design, ld: dict, m_max: int) -> tuple[list[float], list
     memory queue on top counts the wait twice. With it, Llama-3-8B chat on 8 + 8 chiplets put a pass of 16 batches
     at 52 ms and the SLO capacity at 1.9 req/s (simulated: ~32 ms, 20.3 req/s; without: 21.0 req/s); elastic
     scheduling moves tasks off Ω under imbalance and there the memory queues stay (simulated 3.15 req/s, estimated
-    1.96). Continuous batching keeps them under static scheduling too: without them its capacity came out 1.35×
-    the simulated one (1.1× with; its TPOT at 90 % load is 0.8–0.9× the simulated either way — the queues stand in
-    for a wait the model lacks there) and the static-vs-elastic order of the simulation was kept on 38 of 79
-    designs against 49 (`benchmarks/results/estimator_ranking_dynamic_static.md`).
+    1.96). Continuous batching keeps them under static scheduling too: without them the Llama-3 capacities came out
+    1.35× the simulated ones (1.1× with) and the simulation's static-vs-elastic order was kept on 38 of 79 designs
+    against 49 (`benchmarks/results/estimator_ranking_dynamic_static.md`).
     """
     d_ref, d_one = di.mem_net
     out = []
