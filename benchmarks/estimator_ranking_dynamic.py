@@ -184,6 +184,18 @@ def _num(x: float) -> float | None:
 
 def simulate_job(job: Job, s: dict, cache: Cache) -> float:
     """Simulate what the cache lacks for ``job``; returns the wall seconds spent."""
+    t0 = time.perf_counter()
+    cap = _capacity_row(job, s, cache, "capacity")
+    c = cap["capacity_req_s"]
+    for f in LOADS if c > 0 else ():
+        lk = job.key(s, f"load{f:g}@{c:.6g}")
+        if cache.get(lk) is None:
+            cache.put({"key": lk, "kind": "load", "load": f, **_ids(job), **_sim_run(job, f * c, s)})
+    return time.perf_counter() - t0
+
+
+def _capacity_row(job: Job, s: dict, cache: Cache, kind: str) -> dict:
+    """The simulated capacity search of ``job`` on its stream (cached under ``s``'s key)."""
     from hydra_opt.evaluate.slo import capacity_search
 
     t0 = time.perf_counter()
@@ -202,31 +214,29 @@ def simulate_job(job: Job, s: dict, cache: Cache) -> float:
         res = capacity_search(attainment, job.stream.rate0_req_s, s["slo"]["attainment"],
                               tolerance=s["tolerance"], max_runs=s["max_runs"], band=False,
                               max_rate_req_s=job.stream.max_rate_req_s)
-        cap = {"key": ck, "kind": "capacity", **_ids(job), "capacity_req_s": res.capacity_req_s,
+        cap = {"key": ck, "kind": kind, **_ids(job), "capacity_req_s": res.capacity_req_s,
                "bracket_req_s": [res.bracket_req_s[0], res.bracket_req_s[1] if math.isfinite(res.bracket_req_s[1])
                                  else None], "converged": res.converged, "runs": runs,
                "wall_s": round(time.perf_counter() - t0, 2)}
         cache.put(cap)
-    c = cap["capacity_req_s"]
-    for f in LOADS if c > 0 else ():
-        lk = job.key(s, f"load{f:g}@{c:.6g}")
-        if cache.get(lk) is None:
-            cache.put({"key": lk, "kind": "load", "load": f, **_ids(job), **_sim_run(job, f * c, s)})
-    return time.perf_counter() - t0
+    return cap
 
 
-def simulate_replica(job: Job, s: dict, seed: int, cache: Cache) -> float:
+def simulate_replica(job: Job, s: dict, seed: int, cache: Cache, capacity: bool = False) -> float:
     """The three load runs again on an independent base stream (``seed``) at the same rates (fractions of the
-    seed-0 capacity): the simulation's own sampling noise, the ceiling any estimator's ranking meets."""
+    seed-0 capacity): the simulation's own sampling noise, the ceiling any estimator's ranking meets. With
+    ``capacity``, the capacity search on that stream too."""
     from hydra_opt.evaluate.slo import CapacityStream
 
     t0 = time.perf_counter()
     cap = cache.get(job.key(s, "capacity"))
     c = cap["capacity_req_s"] if cap else 0.0
-    if c <= 0:
-        return 0.0
     sr = {**s, "seed": seed}
     rep = dataclasses.replace(job, stream=CapacityStream(job.workload, seed, _capacity(s)))
+    if capacity:
+        _capacity_row(rep, sr, cache, "replica_capacity")
+    if c <= 0:
+        return time.perf_counter() - t0
     for f in LOADS:
         lk = job.key(sr, f"load{f:g}@{c:.6g}")
         if cache.get(lk) is None:
@@ -290,6 +300,9 @@ def estimate_job(job: Job, s: dict, cache: Cache, replica: int | None = None,
     ec = estimated_capacity(job.design, job.model, job.workload, slo=slo, capacity=_capacity(s))
     row = {**_ids(job), "sim_capacity_req_s": cap["capacity_req_s"], "sim_capacity_converged": cap["converged"],
            "est_capacity_req_s": ec.capacity_req_s}
+    rc = cache.get(job.key({**s, "seed": replica}, "capacity")) if replica is not None else None
+    if rc is not None:
+        row["rep_capacity_req_s"] = rc["capacity_req_s"]
     c = cap["capacity_req_s"]
     for f in LOADS:
         ld = cache.get(job.key(s, f"load{f:g}@{c:.6g}")) if c > 0 else None
@@ -423,7 +436,7 @@ def write(rows: list[dict], summary: list[dict], s: dict, command: str, note: st
 
 def _replica_table(summary: list[dict]) -> list[str]:
     """Per load cell with replicas: how far the simulation ranks itself, and the estimator on the same designs."""
-    have = [r for r in summary if (r["n_replica"] or r["n_jitter"]) and r["load"] != "capacity"]
+    have = [r for r in summary if r["n_replica"] or r["n_jitter"]]
     if not have:
         return []
     out = ["How far the simulation ranks itself. *Seed*: the load runs again on the base stream of another seed "
@@ -479,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replica-seed", type=int, default=None,
                     help="simulate (and score) the load runs again on the base stream of this seed, at the same "
                          "rates: the simulation's own rank noise")
+    ap.add_argument("--replica-capacity", action="store_true",
+                    help="with --replica-seed: also search the capacity on that seed's stream")
     ap.add_argument("--replica-jitter", type=float, default=None,
                     help="simulate (and score) the load runs again on the same stream at rates 1 + J as high")
     args = ap.parse_args(argv)
@@ -502,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
             cache.reload()  # another shard may have simulated it meanwhile
             wall = simulate_job(job, s, cache)
             if args.replica_seed is not None:
-                wall += simulate_replica(job, s, args.replica_seed, cache)
+                wall += simulate_replica(job, s, args.replica_seed, cache, args.replica_capacity)
             if args.replica_jitter is not None:
                 wall += simulate_jitter(job, s, args.replica_jitter, cache)
             cap = cache.get(job.key(s, "capacity"))
