@@ -33,7 +33,8 @@ set or dict per visit) and as a set of flow ids. The re-timed flows get consecut
 their order matters only among flows delivered at the same instant: it is the iteration order of the union of
 the id sets of the resources whose share changed (the order of the original set-based model). The lists give
 the re-timed flows in another order; only when two of them have equal delivery times is that set built and the
-order taken from it (see :meth:`EqualShareFlows._retime_changed`).
+order taken from it (see :meth:`EqualShareFlows._retime_changed`). So the lists' own order never matters (a level
+sorts the caps; re-timing reads shares already set): a flow leaves its list by a swap with the last record.
 """
 
 from __future__ import annotations
@@ -69,25 +70,35 @@ class Flow:
         task: The caller's payload (the engine's task).
         hpos: The compiled engine's event-heap slot of its delivery event (-1: none; the engine's to keep).
         stamp: The flow model's mark (the last re-timing pass that visited it).
-        roff: Where its resource ids start in the flow model's ``rpool`` (``len(res)`` of them).
+        roff: Where its resource ids start in the flow model's ``rpool`` (``nres`` of them).
+        nres: ``len(res)`` (a C integer when compiled).
+
+    Built by :func:`_new_flow`, not by calling the class: compiled, that is a C call with C doubles instead of a
+    Python call boxing every argument.
     """
 
-    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos", "stamp", "roff")
+    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos", "stamp", "roff",
+                 "nres")
 
-    def __init__(self, fid, res, rem, now, cap, lat, task):
-        self.fid = fid
-        self.res = res
-        self.rem = rem
-        self.rate = 0.0
-        self.t_last = now
-        self.ver = 0
-        self.cap = cap
-        self.lat = lat
-        self.due = 0.0
-        self.task = task
-        self.hpos = -1
-        self.stamp = 0
-        self.roff = 0
+
+def _new_flow(fid, res: tuple, rem: float, now: float, cap: float, lat: float, task) -> Flow:
+    """A fresh :class:`Flow` (see its docstring)."""
+    f = Flow.__new__(Flow)
+    f.fid = fid
+    f.res = res
+    f.nres = len(res)
+    f.rem = rem
+    f.rate = 0.0
+    f.t_last = now
+    f.ver = 0
+    f.cap = cap
+    f.lat = lat
+    f.due = 0.0
+    f.task = task
+    f.hpos = -1
+    f.stamp = 0
+    f.roff = 0
+    return f
 
 
 class EqualShareFlows:
@@ -106,7 +117,7 @@ class EqualShareFlows:
         self.fl: list[list[Flow]] = [[] for _ in caps_bps]  # the same flows' records per resource
         self.share = array("d", self.cap)  # current share of each resource (its capacity when idle)
         self.n_links = n_links
-        self.flows: dict[int, Flow] = {}  # active flows by id
+        self.flows: dict[int, Flow] = {}  # active flows of :meth:`add` by id (the engine keeps its records itself)
         self.bytes_done = [0.0] * len(caps_bps)
         # Per resource: sum of the finite own caps of its flows, and how many flows have no finite cap.
         self.capsum = array("d", [0.0] * len(caps_bps))
@@ -155,15 +166,13 @@ class EqualShareFlows:
             touched |= self.on[changed[i]]
         if fid is not None:
             touched.add(fid)
-        self.stamp += 1
-        st = self.stamp
+        timed = {}  # the re-timed records by id (out is a subset of touched)
         for f in out:
-            f.stamp = st
-        flows = self.flows
+            timed[f.fid] = f
         del out[:]
         for k in touched:
-            f = flows[k]
-            if f.stamp == st:
+            f = timed.get(k)
+            if f is not None:
                 out.append(f)
 
     def _time(self, f: Flow, now: float, out: list) -> None:
@@ -172,7 +181,7 @@ class EqualShareFlows:
         rate = _INF  # min over its resources' shares
         if _COMPILED:
             rp = self.rpool
-            for i in range(f.roff, f.roff + len(f.res)):
+            for i in range(f.roff, f.roff + f.nres):
                 x = rp[i]
                 if share[x] < rate:
                     rate = share[x]
@@ -209,18 +218,25 @@ class EqualShareFlows:
             latency_s: Path latency added to the drain time to give the delivery time, s. The flow keeps its share
                 until delivery (a few ns longer than strictly needed; it saves one event per flow).
         """
-        return [(f.due, f.fid, f.ver) for f in self.start(fid, tuple(resources), float(nbytes), now, cap_bps,
-                                                          latency_s, None)]
+        f = _new_flow(fid, tuple(resources), float(nbytes), now, float(cap_bps), float(latency_s), None)
+        self.flows[fid] = f
+        return [(g.due, g.fid, g.ver) for g in self._open(f, now)]
 
     def start(self, fid, resources: tuple, nbytes: float, now: float, cap_bps: float, latency_s: float,
               task) -> list:
-        """:meth:`add` for the engine: returns the re-timed :class:`Flow` records (``due``, ``ver`` set)."""
+        """:meth:`add` for the engine: returns the re-timed :class:`Flow` records (``due``, ``ver`` set). The engine
+        keeps the new record (in its delivery event): it is not in :attr:`flows`."""
+        return self._open(_new_flow(fid, resources, nbytes, now, cap_bps, latency_s, task), now)
+
+    def _open(self, f: Flow, now: float) -> list:
+        """Add the new flow ``f`` to its resources and re-time every flow whose rate changed (see :meth:`start`)."""
         on = self.on
         fl = self.fl
         share = self.share
         changed = self.changed
-        f = Flow(fid, resources, nbytes, now, cap_bps, latency_s, task)
-        self.flows[fid] = f
+        fid = f.fid
+        resources = f.res
+        cap_bps = f.cap
         if not self.nfree:
             self._grow_slots()
         self.nfree -= 1
@@ -319,7 +335,7 @@ class EqualShareFlows:
         c = f.cap
         if _COMPILED:
             rp = self.rpool
-            for i in range(f.roff, f.roff + len(f.res)):
+            for i in range(f.roff, f.roff + f.nres):
                 x = rp[i]
                 if x != r and share[x] < c:
                     c = share[x]
@@ -336,12 +352,11 @@ class EqualShareFlows:
 
     def drain(self, fid: int, now: float) -> list[tuple[float, int, int]]:
         """Remove a drained flow; returns re-timed ``(drain time, fid, version)`` of the flows that sped up."""
-        return [(f.due, f.fid, f.ver) for f in self.finish(self.flows[fid], now)]
+        return [(f.due, f.fid, f.ver) for f in self.finish(self.flows.pop(fid), now)]
 
     def finish(self, f: Flow, now: float) -> list:
         """:meth:`drain` for the engine: removes ``f`` (its ``ver`` becomes -1); returns the re-timed flows."""
         fid = f.fid
-        del self.flows[fid]
         f.ver = -1
         on = self.on
         fl = self.fl
@@ -357,9 +372,11 @@ class EqualShareFlows:
             s = on[r]
             s.discard(fid)
             lst = fl[r]
-            for i in range(len(lst)):  # by identity: list.remove would first try == on every record before f
+            n = len(lst) - 1
+            for i in range(n + 1):  # by identity: list.remove would first try == on every record before f
                 if lst[i] is f:
-                    del lst[i]
+                    lst[i] = lst[n]  # swap with the last: the lists' order never matters (module docstring)
+                    lst.pop()
                     break
             if finite:
                 capsum[r] = capsum[r] - f.cap if s else 0.0  # reset when idle: no drift from repeated +/-
