@@ -7,8 +7,13 @@ import cython
 from hydra_opt.evaluate.simulator.flows cimport EqualShareFlows, Flow
 
 cdef double _INF
+cdef bint _COMPILED
+# Event kinds as C integers: the loop and the heap's sifts compare them without a module-global lookup.
+cdef long long _EV_COMPUTE, _EV_FLOW, _EV_DRAIN
 
 
+# final: no Python subclass can override a method, so cpdef calls are direct C calls (no dispatch check).
+@cython.final
 cdef class _Part:
     cdef public object batch, phase, family, mem_xy
     cdef public list rids, epochs, seg, omap, qs
@@ -19,12 +24,14 @@ cdef class _Part:
     cdef public bint cs_open, flow_open
 
 
+@cython.final
 cdef class _Batch:
     cdef public object bid
     cdef public list members
     cdef public _Part pre, dec
 
 
+@cython.final
 cdef class Engine:
     cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, caps, chip_lat, chip_node, ctype
     cdef public list epoch, families, finish_t, first_bs, first_t, gen, heap, hopm, mem_int, npre, out, prompt
