@@ -53,9 +53,9 @@ cdef class Engine:
     cdef public Py_ssize_t el_nk, victim
     cdef public bint elastic, el_lend
     cdef public double[::1] h_t
-    cdef public long long[::1] h_s, h_k, h_v
-    cdef public list h_o
-    cdef public Py_ssize_t h_n
+    cdef public long long[::1] h_s, h_e, ev_k, ev_v, ev_pos, ev_free
+    cdef public list ev_o
+    cdef public Py_ssize_t h_n, ev_nfree
     cdef public double now
     cdef public double stale_t
     cdef public double link_bps
@@ -82,19 +82,19 @@ cdef class Engine:
     cpdef run(self)
     @cython.locals(ta=cython.double, th=cython.double, t=cython.double, t_net=cython.double, i_arr=Py_ssize_t,
                    n=Py_ssize_t, kind="long long", debug=bint, net_dirty=bint, ver="long long", flow=Flow,
-                   part=_Part, arr=list)
+                   part=_Part, arr=list, e=Py_ssize_t)
     cpdef _loop(self, double horizon)
     cpdef _push(self, double t, int kind, task, long long ver=*)
-    @cython.locals(i=Py_ssize_t, p=Py_ssize_t, tp=cython.double, ht="double[::1]", hs="long long[::1]",
-                   hk="long long[::1]", hv="long long[::1]", ho=list)
-    cpdef _hpush(self, double t, long long seq, long long kind, obj, long long ver)
-    @cython.locals(n=Py_ssize_t, ho=list, f=Flow)
+    @cython.locals(i=Py_ssize_t, e=Py_ssize_t)
+    cpdef Py_ssize_t _hpush(self, double t, long long seq, long long kind, obj, long long ver)
+    @cython.locals(n=Py_ssize_t)
     cpdef _hpop(self)
-    @cython.locals(i=Py_ssize_t)
+    @cython.locals(i=Py_ssize_t, e=Py_ssize_t)
     cpdef _hmove(self, Flow f, long long seq)
+    # noexcept: typed-array reads and writes only (no bounds checks), nothing can raise.
     @cython.locals(i0=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, tp=cython.double, ht="double[::1]",
-                   hs="long long[::1]", hk="long long[::1]", hv="long long[::1]", ho=list, f=Flow)
-    cdef void _hplace(self, Py_ssize_t i, double t, long long seq, long long kind, long long ver, obj)
+                   hs="long long[::1]", he="long long[::1]", pos="long long[::1]")
+    cdef void _hplace(self, Py_ssize_t i, double t, long long seq, Py_ssize_t e) noexcept
     @cython.locals(seq="long long", f=Flow)
     cpdef _retimed(self, list out)
     @cython.locals(task=_Part)

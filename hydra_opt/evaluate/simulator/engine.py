@@ -234,8 +234,10 @@ class Engine:
         self.n_rejected = 0
 
         # Event queue, ordered by (time, sequence number); the sequence numbers are unique, so every correct
-        # priority queue pops the same order. Pure Python: heapq of tuples. Compiled: a binary heap on parallel
-        # typed arrays (no tuple or float object per event).
+        # priority queue pops the same order. Pure Python: heapq of tuples. Compiled: a binary heap of (time,
+        # sequence number, event slot) on parallel typed arrays, sifted in place (no tuple or float object per
+        # event); an event's kind, version and object stay in its slot (ev_k, ev_v, ev_o) while it moves, so a sift
+        # step moves three C numbers and touches no Python object.
         self.heap: list = []
         self.h_n = 0
         if _COMPILED:
@@ -314,14 +316,16 @@ class Engine:
                 self._try_form()
             else:
                 if _COMPILED:
-                    kind = self.h_k[0]
-                    task = self.h_o[0]
-                    ver = self.h_v[0]
+                    e = self.h_e[0]
+                    kind = self.ev_k[e]
+                    task = self.ev_o[e]
+                    ver = self.ev_v[e]
                     self._hpop()
                 else:
                     _, _, kind, task, ver = _heappop(heap)
                 if kind == _EV_DRAIN:  # of the incremental flow model (task = its Flow record)
                     flow = task
+                    flow.hpos = -1  # no longer in the compiled heap (pure Python: always -1)
                     if flow.ver == ver:
                         self._drain(flow)
                     else:
@@ -346,42 +350,47 @@ class Engine:
         self.seq += 1
         self._hpush(t, self.seq, kind, task, ver)
 
-    def _hpush(self, t: float, seq: int, kind: int, obj, ver: int) -> None:
-        """Add an event (see ``self.heap`` in ``__init__``)."""
+    def _hpush(self, t: float, seq: int, kind: int, obj, ver: int) -> int:
+        """Add an event (see ``self.heap`` in ``__init__``); a flow's delivery event: the caller sets its ``hpos``
+        to the returned slot (compiled)."""
         if not _COMPILED:
             _heappush(self.heap, (t, seq, kind, obj, ver))
-            return
+            return -1
         i = self.h_n
-        if i == len(self.h_o):
+        if i == len(self.ev_o):
             self._hgrow()
-        self.h_n += 1
-        self._hplace(i, t, seq, kind, ver, obj)
+        self.ev_nfree -= 1
+        e = self.ev_free[self.ev_nfree]
+        self.ev_k[e] = kind
+        self.ev_v[e] = ver
+        self.ev_o[e] = obj  # (the slot's previous object, if any, is released here: pops leave it)
+        self.h_n = i + 1
+        self._hplace(i, t, seq, e)
+        return e
 
     def _hpop(self) -> None:
-        """Remove the first event (compiled heap; the caller has read it at index 0)."""
-        if self.h_k[0] == _EV_DRAIN:
-            f = self.h_o[0]
-            f.hpos = -1
+        """Remove the first event (compiled heap; the caller has read its slot)."""
+        self.ev_free[self.ev_nfree] = self.h_e[0]
+        self.ev_nfree += 1
         n = self.h_n - 1
         self.h_n = n
-        ho = self.h_o
-        obj = ho[n]
-        ho[n] = None
         if n:
-            self._hplace(0, self.h_t[n], self.h_s[n], self.h_k[n], self.h_v[n], obj)
+            self._hplace(0, self.h_t[n], self.h_s[n], self.h_e[n])
 
     def _hmove(self, f, seq: int) -> None:
         """Re-time flow ``f``'s delivery event in place (compiled heap): no superseded entry is left to pop. The
         latest superseded time is kept (``stale_t``): with no horizon the pure loop's clock ends there."""
-        i = f.hpos
+        e = f.hpos
+        i = self.ev_pos[e]
         if self.h_t[i] > self.stale_t:
             self.stale_t = self.h_t[i]
-        self._hplace(i, f.due, seq, _EV_DRAIN, f.ver, f)
+        self.ev_v[e] = f.ver
+        self._hplace(i, f.due, seq, e)
 
-    def _hplace(self, i: int, t: float, seq: int, kind: int, ver: int, obj) -> None:
-        """Put an entry into the free slot ``i`` of the compiled heap and restore the heap order (sift up, else
-        down), keeping every flow's ``hpos``."""
-        ht, hs, hk, hv, ho = self.h_t, self.h_s, self.h_k, self.h_v, self.h_o
+    def _hplace(self, i: int, t: float, seq: int, e: int) -> None:
+        """Put event slot ``e`` at time ``t`` into the free heap position ``i`` and restore the heap order (sift up,
+        else down), keeping every slot's position (``ev_pos``)."""
+        ht, hs, he, pos = self.h_t, self.h_s, self.h_e, self.ev_pos
         n = self.h_n
         i0 = i
         while i > 0:  # sift up
@@ -391,12 +400,8 @@ class Engine:
                 break
             ht[i] = tp
             hs[i] = hs[p]
-            hk[i] = hk[p]
-            hv[i] = hv[p]
-            ho[i] = ho[p]
-            if hk[i] == _EV_DRAIN:
-                f = ho[i]
-                f.hpos = i
+            he[i] = he[p]
+            pos[he[i]] = i
             i = p
         if i == i0:
             while True:  # sift down
@@ -409,36 +414,34 @@ class Engine:
                     break
                 ht[i] = ht[c]
                 hs[i] = hs[c]
-                hk[i] = hk[c]
-                hv[i] = hv[c]
-                ho[i] = ho[c]
-                if hk[i] == _EV_DRAIN:
-                    f = ho[i]
-                    f.hpos = i
+                he[i] = he[c]
+                pos[he[i]] = i
                 i = c
         ht[i] = t
         hs[i] = seq
-        hk[i] = kind
-        hv[i] = ver
-        ho[i] = obj
-        if kind == _EV_DRAIN:
-            f = obj
-            f.hpos = i
+        he[i] = e
+        pos[e] = i
 
     def _hgrow(self) -> None:
-        """Double the compiled heap's arrays (new arrays: a buffer in use by a memoryview cannot be resized)."""
+        """Double the compiled heap and its event slots (new arrays: a buffer in use by a memoryview cannot be
+        resized); the new slots go on the free stack."""
         n = self.h_n
         size = max(256, 2 * n)
-        ht, hs, hk, hv = array("d", [0.0]) * size, array("q", [0]) * size, array("q", [0]) * size, array("q", [0]) * size
-        for i in range(n):
+        ht, hs, he = array("d", [0.0]) * size, array("q", [0]) * size, array("q", [0]) * size
+        ek, ev, pos = array("q", [0]) * size, array("q", [0]) * size, array("q", [0]) * size
+        for i in range(n):  # the heap is full: slots 0..n-1 are all in use
             ht[i] = self.h_t[i]
             hs[i] = self.h_s[i]
-            hk[i] = self.h_k[i]
-            hv[i] = self.h_v[i]
-        ho = [None] * size
+            he[i] = self.h_e[i]
+            ek[i] = self.ev_k[i]
+            ev[i] = self.ev_v[i]
+            pos[i] = self.ev_pos[i]
+        eo = [None] * size
         if n:
-            ho[:n] = self.h_o[:n]
-        self.h_t, self.h_s, self.h_k, self.h_v, self.h_o = ht, hs, hk, hv, ho
+            eo[:n] = self.ev_o[:n]
+        self.h_t, self.h_s, self.h_e, self.ev_k, self.ev_v, self.ev_o, self.ev_pos = ht, hs, he, ek, ev, eo, pos
+        self.ev_free = array("q", range(size - 1, n - 1, -1)) + array("q", [0]) * n  # slot n on top
+        self.ev_nfree = size - n
 
     def _drain(self, flow) -> None:
         """An equal-share flow was delivered: free its share (re-timing its neighbours) and end its task."""
@@ -457,7 +460,7 @@ class Engine:
             if f.hpos >= 0:
                 self._hmove(f, seq)
             else:
-                self._hpush(f.due, seq, _EV_DRAIN, f, f.ver)
+                f.hpos = self._hpush(f.due, seq, _EV_DRAIN, f, f.ver)
         self.seq = seq
 
     def _account(self, task) -> None:
