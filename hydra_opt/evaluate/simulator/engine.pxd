@@ -95,8 +95,8 @@ cdef class Engine:
     @cython.locals(i0=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, tp=cython.double, ht="double[::1]",
                    hs="long long[::1]", he="long long[::1]", pos="long long[::1]")
     cdef void _hplace(self, Py_ssize_t i, double t, long long seq, Py_ssize_t e) noexcept
-    @cython.locals(seq="long long", f=Flow)
-    cpdef _retimed(self, list out)
+    @cython.locals(seq="long long", f=Flow, rt="long long[::1]", byslot=list, k=Py_ssize_t)
+    cpdef _retimed(self, Py_ssize_t n)
     @cython.locals(task=_Part)
     cpdef _drain(self, Flow flow)
     @cython.locals(lb="double[::1]", nb=cython.double, r=Py_ssize_t)

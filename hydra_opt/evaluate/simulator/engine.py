@@ -451,11 +451,14 @@ class Engine:
         task.flow_open = False
         self._finish(task)
 
-    def _retimed(self, out: list) -> None:
-        """Delivery events of the flows the flow model (re-)timed: a new entry each (pure Python: the flow's
-        superseded entry stays, its version no longer matches), or the compiled heap's entry moved in place."""
+    def _retimed(self, n: int) -> None:
+        """Delivery events of the ``n`` flows the flow model (re-)timed (slots in its ``rt``): a new entry each (pure
+        Python: the flow's superseded entry stays, its version no longer matches), or the compiled heap's entry
+        moved in place."""
+        rt, byslot = self.flows.rt, self.flows.byslot
         seq = self.seq
-        for f in out:
+        for k in range(n):
+            f = byslot[rt[k]]
             seq += 1
             if f.hpos >= 0:
                 self._hmove(f, seq)

@@ -4,7 +4,6 @@
 import cython
 
 cdef double _INF, _SLACK
-cdef bint _COMPILED
 
 
 # final: no Python subclass can override a method, so every cpdef call is a direct C call (no dispatch check);
@@ -15,8 +14,8 @@ cdef class Flow:
     cdef public object fid, task
     cdef public tuple res
     cdef public double rem, rate, t_last, cap, lat, due
-    cdef public long long ver, stamp
-    cdef public Py_ssize_t hpos, roff, nres
+    cdef public long long ver
+    cdef public Py_ssize_t hpos, slot
 
 
 @cython.locals(f=Flow)
@@ -26,41 +25,54 @@ cdef Flow _new_flow(fid, tuple res, double rem, double now, double cap, double l
 @cython.final
 cdef class EqualShareFlows:
     cdef public bint waterfill
-    cdef public list on, fl, bytes_done
+    cdef public list on, bytes_done, byslot
     cdef public Py_ssize_t n_links
     cdef public dict flows
     cdef public double[::1] cap, share, capsum, scratch
-    cdef public long long[::1] uncapped, changed
+    cdef public long long[::1] uncapped, changed, rcnt
     cdef public long long stamp
-    cdef public long long[::1] rpool, fslot
-    cdef public Py_ssize_t stride, nfree
+    cdef public long long[::1] rpool, fslot, rfl, rt, fstamp, fnres
+    cdef public double[::1] fcap, frate, fdue
+    cdef public Py_ssize_t stride, nfree, nslots, nrt
 
-    @cython.locals(changed="long long[::1]", fl=list, st="long long", i=Py_ssize_t, j=Py_ssize_t, n=Py_ssize_t,
-                   g=Flow, f=Flow, tie=bint, touched=set, timed=dict)
-    cdef void _retime_changed(self, Py_ssize_t nch, fid, double now, list out)
+    @cython.locals(changed="long long[::1]", rfl="long long[::1]", rcnt="long long[::1]", fstamp="long long[::1]",
+                   m=Py_ssize_t, st="long long", i=Py_ssize_t, r=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t,
+                   n=Py_ssize_t)
+    cdef void _retime_changed(self, Py_ssize_t nch, fid, double now)
 
+    @cython.locals(rt="long long[::1]", fdue="double[::1]", i=Py_ssize_t, k=Py_ssize_t, t=cython.double)
+    cdef bint _tie(self, Py_ssize_t n) noexcept
+
+    @cython.locals(touched=set, timed=dict, i=Py_ssize_t, n=Py_ssize_t, f=Flow)
+    cdef void _order(self, Py_ssize_t nch, fid)
+
+    # Re-times a slot's flow: C arrays only, unless its rate changed.
     @cython.locals(rate=cython.double, rem=cython.double, x=Py_ssize_t, share="double[::1]", rp="long long[::1]",
-                   i=Py_ssize_t)
-    cdef void _time(self, Flow f, double now, list out)
+                   i=Py_ssize_t, off=Py_ssize_t, f=Flow)
+    cdef void _time(self, Py_ssize_t j, double now)
 
-    cpdef list start(self, fid, tuple resources, double nbytes, double now, double cap_bps, double latency_s, task)
+    cpdef Py_ssize_t start(self, fid, tuple resources, double nbytes, double now, double cap_bps, double latency_s,
+                           task) except -1
 
-    @cython.locals(s=set, nch=Py_ssize_t, finite=bint, new=cython.double, out=list, r=Py_ssize_t, on=list, fl=list,
-                   share="double[::1]", capsum="double[::1]", uncapped="long long[::1]", changed="long long[::1]",
-                   waterfill=bint, rp="long long[::1]", off=Py_ssize_t, cap_bps=cython.double, resources=tuple)
-    cdef list _open(self, Flow f, double now)
+    @cython.locals(nch=Py_ssize_t, finite=bint, new=cython.double, r=Py_ssize_t, on=list, share="double[::1]",
+                   capsum="double[::1]", uncapped="long long[::1]", changed="long long[::1]", rfl="long long[::1]",
+                   rcnt="long long[::1]", m=Py_ssize_t, waterfill=bint, rp="long long[::1]", off=Py_ssize_t,
+                   cap_bps=cython.double, resources=tuple, j=Py_ssize_t)
+    cdef Py_ssize_t _open(self, Flow f, double now) except -1
 
     # C-only (not callable from Python): the water-filling levels are half of a flow start's cost.
     cdef double _share(self, Py_ssize_t r)
 
-    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps="double[::1]", on_r=list, g=Flow,
-                   lo=cython.double, hi=cython.double, first=bint, m=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t)
+    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps="double[::1]", rfl="long long[::1]",
+                   lo=cython.double, hi=cython.double, m=Py_ssize_t, k=Py_ssize_t, i=Py_ssize_t, base=Py_ssize_t)
     cdef double _level(self, Py_ssize_t r)
 
-    @cython.locals(c=cython.double, x=Py_ssize_t, share="double[::1]", rp="long long[::1]", i=Py_ssize_t)
-    cdef double _avail(self, Flow f, Py_ssize_t r)
+    @cython.locals(c=cython.double, x=Py_ssize_t, share="double[::1]", rp="long long[::1]", i=Py_ssize_t,
+                   off=Py_ssize_t)
+    cdef double _avail(self, Py_ssize_t j, Py_ssize_t r) noexcept
 
-    @cython.locals(s=set, nch=Py_ssize_t, finite=bint, new=cython.double, out=list, r=Py_ssize_t, on=list, fl=list,
-                   share="double[::1]", cap="double[::1]", capsum="double[::1]", uncapped="long long[::1]",
-                   changed="long long[::1]", waterfill=bint, lst=list, i=Py_ssize_t, n=Py_ssize_t)
-    cpdef list finish(self, Flow f, double now)
+    @cython.locals(nch=Py_ssize_t, finite=bint, new=cython.double, r=Py_ssize_t, on=list, share="double[::1]",
+                   cap="double[::1]", capsum="double[::1]", uncapped="long long[::1]", changed="long long[::1]",
+                   rfl="long long[::1]", rcnt="long long[::1]", m=Py_ssize_t, waterfill=bint, j=Py_ssize_t,
+                   base=Py_ssize_t, n=Py_ssize_t, k=Py_ssize_t)
+    cpdef Py_ssize_t finish(self, Flow f, double now) except -1
