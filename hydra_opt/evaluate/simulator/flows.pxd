@@ -35,44 +35,39 @@ cdef class EqualShareFlows:
     cdef public double[::1] fcap, frate, fdue
     cdef public Py_ssize_t stride, nfree, nslots, nrt
 
-    @cython.locals(changed="long long[::1]", rfl="long long[::1]", rcnt="long long[::1]", fstamp="long long[::1]",
-                   m=Py_ssize_t, st="long long", i=Py_ssize_t, r=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t,
+    # (The typed arrays are read as self.x[i], not through local copies: a local memoryview costs an atomic
+    # acquire and release per call, as much as a short loop.)
+    @cython.locals(m=Py_ssize_t, st="long long", i=Py_ssize_t, r=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t,
                    n=Py_ssize_t)
     cdef void _retime_changed(self, Py_ssize_t nch, fid, double now)
 
-    @cython.locals(rt="long long[::1]", fdue="double[::1]", i=Py_ssize_t, k=Py_ssize_t, t=cython.double)
+    @cython.locals(i=Py_ssize_t, k=Py_ssize_t, t=cython.double)
     cdef bint _tie(self, Py_ssize_t n) noexcept
 
     @cython.locals(touched=set, timed=dict, i=Py_ssize_t, n=Py_ssize_t, f=Flow)
     cdef void _order(self, Py_ssize_t nch, fid)
 
     # Re-times a slot's flow: C arrays only, unless its rate changed.
-    @cython.locals(rate=cython.double, rem=cython.double, x=Py_ssize_t, share="double[::1]", rp="long long[::1]",
-                   i=Py_ssize_t, off=Py_ssize_t, f=Flow)
+    @cython.locals(rate=cython.double, rem=cython.double, x=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t, f=Flow)
     cdef void _time(self, Py_ssize_t j, double now)
 
     cpdef Py_ssize_t start(self, fid, tuple resources, double nbytes, double now, double cap_bps, double latency_s,
                            task) except -1
 
-    @cython.locals(nch=Py_ssize_t, finite=bint, new=cython.double, r=Py_ssize_t, on=list, share="double[::1]",
-                   capsum="double[::1]", uncapped="long long[::1]", changed="long long[::1]", rfl="long long[::1]",
-                   rcnt="long long[::1]", m=Py_ssize_t, waterfill=bint, rp="long long[::1]", off=Py_ssize_t,
-                   cap_bps=cython.double, resources=tuple, j=Py_ssize_t)
+    @cython.locals(nch=Py_ssize_t, finite=bint, new=cython.double, r=Py_ssize_t, on=list, s=set, m=Py_ssize_t,
+                   waterfill=bint, off=Py_ssize_t, cap_bps=cython.double, resources=tuple, j=Py_ssize_t)
     cdef Py_ssize_t _open(self, Flow f, double now) except -1
 
     # C-only (not callable from Python): the water-filling levels are half of a flow start's cost.
     cdef double _share(self, Py_ssize_t r)
 
-    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps="double[::1]", rfl="long long[::1]",
-                   lo=cython.double, hi=cython.double, m=Py_ssize_t, k=Py_ssize_t, i=Py_ssize_t, base=Py_ssize_t)
+    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps="double[::1]", lo=cython.double,
+                   hi=cython.double, m=Py_ssize_t, k=Py_ssize_t, i=Py_ssize_t, base=Py_ssize_t)
     cdef double _level(self, Py_ssize_t r)
 
-    @cython.locals(c=cython.double, x=Py_ssize_t, share="double[::1]", rp="long long[::1]", i=Py_ssize_t,
-                   off=Py_ssize_t)
+    @cython.locals(c=cython.double, x=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t)
     cdef double _avail(self, Py_ssize_t j, Py_ssize_t r) noexcept
 
-    @cython.locals(nch=Py_ssize_t, finite=bint, new=cython.double, r=Py_ssize_t, on=list, share="double[::1]",
-                   cap="double[::1]", capsum="double[::1]", uncapped="long long[::1]", changed="long long[::1]",
-                   rfl="long long[::1]", rcnt="long long[::1]", m=Py_ssize_t, waterfill=bint, j=Py_ssize_t,
-                   base=Py_ssize_t, n=Py_ssize_t, k=Py_ssize_t)
+    @cython.locals(nch=Py_ssize_t, finite=bint, new=cython.double, r=Py_ssize_t, on=list, s=set, m=Py_ssize_t,
+                   waterfill=bint, j=Py_ssize_t, base=Py_ssize_t, n=Py_ssize_t, k=Py_ssize_t)
     cpdef Py_ssize_t finish(self, Flow f, double now) except -1

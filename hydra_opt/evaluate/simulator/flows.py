@@ -1,4 +1,4 @@
-# cython: boundscheck=False, wraparound=False
+# cython: boundscheck=False, wraparound=False, initializedcheck=False
 # (Compiled only. Every index here is in range by construction and never negative — heap slots below the heap
 # size, resource/chiplet/block/request ids, guarded -1 sentinels — so the per-access checks are dropped: -8 % of
 # the static+elastic loop's instructions. An indexing bug would no longer raise IndexError: the pure-Python
@@ -163,15 +163,15 @@ class EqualShareFlows:
     def _retime_changed(self, nch: int, fid, now: float) -> None:
         """Re-time every flow on the ``nch`` resources in ``self.changed`` (each once, marked by a stamp) into
         ``rt``; their order is then that of the union of their id sets and ``fid`` (see the module docstring)."""
-        changed, rfl, rcnt, fstamp, m = self.changed, self.rfl, self.rcnt, self.fstamp, self.nslots
+        m = self.nslots
         self.stamp += 1
         st = self.stamp
         for i in range(nch):
-            r = changed[i]
-            for k in range(r * m, r * m + rcnt[r]):
-                j = rfl[k]
-                if fstamp[j] != st:
-                    fstamp[j] = st
+            r = self.changed[i]
+            for k in range(r * m, r * m + self.rcnt[r]):
+                j = self.rfl[k]
+                if self.fstamp[j] != st:
+                    self.fstamp[j] = st
                     self._time(j, now)
         n = self.nrt
         if n >= 2 and self._tie(n):
@@ -180,11 +180,10 @@ class EqualShareFlows:
     def _tie(self, n: int) -> bool:
         """Two of the ``n`` re-timed flows due at the same instant (otherwise their order never matters: their
         consecutive sequence numbers never compare)."""
-        rt, fdue = self.rt, self.fdue
         for i in range(1, n):
-            t = fdue[rt[i]]
+            t = self.fdue[self.rt[i]]
             for k in range(i):
-                if fdue[rt[k]] == t:
+                if self.fdue[self.rt[k]] == t:
                     return True
         return False
 
@@ -209,13 +208,12 @@ class EqualShareFlows:
     def _time(self, j: int, now: float) -> None:
         """Re-time slot ``j``'s flow at the minimum of its resources' shares and its cap; added to ``rt`` if its
         rate changed."""
-        share, rp = self.share, self.rpool
         rate = _INF  # min over its resources' shares
         off = j * self.stride
         for i in range(off, off + self.fnres[j]):
-            x = rp[i]
-            if share[x] < rate:
-                rate = share[x]
+            x = self.rpool[i]
+            if self.share[x] < rate:
+                rate = self.share[x]
         if self.fcap[j] < rate:
             rate = self.fcap[j]
         if rate == self.frate[j]:
@@ -276,30 +274,28 @@ class EqualShareFlows:
         self.fstamp[j] = 0
         resources = f.res
         self.fnres[j] = len(resources)
-        rp = self.rpool
         off = j * self.stride
         for r in resources:  # all before the levels below read them
-            rp[off] = r
+            self.rpool[off] = r
             off += 1
-        on, share, changed, rfl, rcnt, m = self.on, self.share, self.changed, self.rfl, self.rcnt, self.nslots
+        on, m = self.on, self.nslots
         fid = f.fid
         nch = 0  # resources whose share changed
         finite = cap_bps < _INF
         waterfill = self.waterfill
-        capsum = self.capsum
-        uncapped = self.uncapped
         for r in resources:
-            on[r].add(fid)
-            rfl[r * m + rcnt[r]] = j
-            rcnt[r] += 1
+            s = on[r]
+            s.add(fid)
+            self.rfl[r * m + self.rcnt[r]] = j
+            self.rcnt[r] += 1
             if finite:
-                capsum[r] += cap_bps
+                self.capsum[r] += cap_bps
             else:
-                uncapped[r] += 1
-            new = self._share(r) if waterfill else self.cap[r] / rcnt[r]
-            if new != share[r]:
-                share[r] = new
-                changed[nch] = r
+                self.uncapped[r] += 1
+            new = self._share(r) if waterfill else self.cap[r] / self.rcnt[r]
+            if new != self.share[r]:
+                self.share[r] = new
+                self.changed[nch] = r
                 nch += 1
         self.nrt = 0
         if nch == 0:  # no share changed: only the new flow is timed
@@ -320,11 +316,10 @@ class EqualShareFlows:
         m = self.rcnt[r]
         if m == 1:
             return self.cap[r]  # a lone flow may take the whole resource (its rate is capped elsewhere if need be)
-        rfl = self.rfl
         base = r * self.nslots
         if m == 2:  # the common case, without a buffer: the loop below on the two caps in sorted order
-            lo = self._avail(rfl[base], r)
-            hi = self._avail(rfl[base + 1], r)
+            lo = self._avail(self.rfl[base], r)
+            hi = self._avail(self.rfl[base + 1], r)
             if hi < lo:
                 lo, hi = hi, lo
             left = self.cap[r]
@@ -340,7 +335,7 @@ class EqualShareFlows:
             self.scratch = array("d", [0.0]) * (2 * m)
         caps = self.scratch
         for k in range(m):
-            c = self._avail(rfl[base + k], r)
+            c = self._avail(self.rfl[base + k], r)
             i = k
             while i > 0 and caps[i - 1] > c:
                 caps[i] = caps[i - 1]
@@ -360,13 +355,12 @@ class EqualShareFlows:
     def _avail(self, j: int, r: int) -> float:
         """What slot ``j``'s flow can take at most on resource ``r``: its own cap and the shares of its other
         resources (one-step propagation)."""
-        share, rp = self.share, self.rpool
         c = self.fcap[j]
         off = j * self.stride
         for i in range(off, off + self.fnres[j]):
-            x = rp[i]
-            if x != r and share[x] < c:
-                c = share[x]
+            x = self.rpool[i]
+            if x != r and self.share[x] < c:
+                c = self.share[x]
         return c
 
     def version(self, fid: int) -> int:
@@ -384,32 +378,31 @@ class EqualShareFlows:
         fid = f.fid
         f.ver = -1
         j = f.slot
-        on, share, cap, changed, rfl, rcnt, m = self.on, self.share, self.cap, self.changed, self.rfl, self.rcnt, self.nslots
+        on, m = self.on, self.nslots
         nch = 0  # resources whose share changed
         finite = f.cap < _INF
         waterfill = self.waterfill
-        capsum = self.capsum
-        uncapped = self.uncapped
         for r in f.res:
-            on[r].discard(fid)
+            s = on[r]
+            s.discard(fid)
             base = r * m
-            n = rcnt[r] - 1
+            n = self.rcnt[r] - 1
             for k in range(base, base + n + 1):
-                if rfl[k] == j:
-                    rfl[k] = rfl[base + n]  # the last in its place: a row's order never matters (module docstring)
+                if self.rfl[k] == j:
+                    self.rfl[k] = self.rfl[base + n]  # the last in its place: a row's order never matters (docstring)
                     break
-            rcnt[r] = n
+            self.rcnt[r] = n
             if finite:
-                capsum[r] = capsum[r] - f.cap if n else 0.0  # reset when idle: no drift from repeated +/-
+                self.capsum[r] = self.capsum[r] - f.cap if n else 0.0  # reset when idle: no drift from repeated +/-
             else:
-                uncapped[r] -= 1
+                self.uncapped[r] -= 1
             if not n:
-                new = cap[r]
+                new = self.cap[r]
             else:
-                new = self._share(r) if waterfill else cap[r] / n
-            if new != share[r]:
-                share[r] = new
-                changed[nch] = r
+                new = self._share(r) if waterfill else self.cap[r] / n
+            if new != self.share[r]:
+                self.share[r] = new
+                self.changed[nch] = r
                 nch += 1
         self.byslot[j] = None
         f.slot = -1
