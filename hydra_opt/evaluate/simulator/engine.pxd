@@ -31,6 +31,8 @@ cdef class _Batch:
     cdef public _Part pre, dec
 
 
+# The hot methods read typed arrays as self.x[i] (initializedcheck off), not through local memoryview copies: a
+# local copy costs an atomic acquire and release per call.
 @cython.final
 cdef class Engine:
     cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, caps, chip_lat, chip_node, ctype
@@ -92,29 +94,26 @@ cdef class Engine:
     @cython.locals(i=Py_ssize_t, e=Py_ssize_t)
     cpdef _hmove(self, Flow f, long long seq)
     # noexcept: typed-array reads and writes only (no bounds checks), nothing can raise.
-    @cython.locals(i0=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, tp=cython.double, ht="double[::1]",
-                   hs="long long[::1]", he="long long[::1]", pos="long long[::1]")
+    @cython.locals(i0=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, tp=cython.double)
     cdef void _hplace(self, Py_ssize_t i, double t, long long seq, Py_ssize_t e) noexcept
-    @cython.locals(seq="long long", f=Flow, rt="long long[::1]", byslot=list, k=Py_ssize_t)
+    @cython.locals(seq="long long", f=Flow, k=Py_ssize_t, flows=EqualShareFlows)
     cpdef _retimed(self, Py_ssize_t n)
     @cython.locals(task=_Part)
     cpdef _drain(self, Flow flow)
-    @cython.locals(lb="double[::1]", nb=cython.double, r=Py_ssize_t)
+    @cython.locals(nb=cython.double, r=Py_ssize_t)
     cpdef _account(self, _Part task)
     @cython.locals(blk=Py_ssize_t)
     cpdef _dispatch(self, _Part part)
     @cython.locals(c=Py_ssize_t, queues=list, idle=Py_ssize_t)
     cpdef _ready(self, _Part task)
-    @cython.locals(load="long long[::1]", dist="long long[::1]", nc=Py_ssize_t, w=cython.double, best=Py_ssize_t,
-                   bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double,
-                   cand="long long[::1]", j=Py_ssize_t)
+    @cython.locals(nc=Py_ssize_t, w=cython.double, best=Py_ssize_t,
+                   bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double, j=Py_ssize_t)
     cpdef Py_ssize_t _el_min(self, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t blk)
-    @cython.locals(blk=Py_ssize_t, i=Py_ssize_t, pref=Py_ssize_t, load="long long[::1]", cand="long long[::1]",
+    @cython.locals(blk=Py_ssize_t, i=Py_ssize_t, pref=Py_ssize_t,
                    n0=Py_ssize_t, n1=Py_ssize_t, l0=Py_ssize_t, l1=Py_ssize_t, j=Py_ssize_t,
                    lmin="long long", m="long long", c=Py_ssize_t, lend_ok=bint, best=Py_ssize_t, alt=Py_ssize_t)
     cpdef Py_ssize_t _el_choose(self, _Part task)
-    @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, serves="long long[::1]",
-                   famok="long long[::1]", dist="long long[::1]", load="long long[::1]", queues=list, lend=bint, bv=Py_ssize_t,
+    @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, queues=list, lend=bint, bv=Py_ssize_t,
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
                    native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t)
     cpdef _el_steal(self, Py_ssize_t idle)
@@ -123,9 +122,9 @@ cdef class Engine:
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
                    cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,
                    prev=Py_ssize_t, seq="long long", f=Flow, flows=EqualShareFlows, nb=Py_ssize_t, oc=Py_ssize_t,
-                   osr=Py_ssize_t, oe=Py_ssize_t, om=Py_ssize_t, b=Py_ssize_t, y=cython.double, vals="double[::1]")
+                   osr=Py_ssize_t, oe=Py_ssize_t, om=Py_ssize_t, b=Py_ssize_t, y=cython.double)
     cpdef _start_next(self, Py_ssize_t c)
-    @cython.locals(c=Py_ssize_t, blk=Py_ssize_t, busy="long long[::1]")
+    @cython.locals(c=Py_ssize_t, blk=Py_ssize_t)
     cpdef _finish(self, _Part part)
     @cython.locals(b=_Batch, now=cython.double, emitted="long long", gen=list, out=list, epoch=list, stage=list,
                    prefill=bint, rids=list, epochs=list, k=Py_ssize_t, r=Py_ssize_t)

@@ -1,4 +1,4 @@
-# cython: boundscheck=False, wraparound=False
+# cython: boundscheck=False, wraparound=False, initializedcheck=False
 # (Compiled only. Every index here is in range by construction and never negative — heap slots below the heap
 # size, resource/chiplet/block/request ids, guarded -1 sentinels — so the per-access checks are dropped: -8 % of
 # the static+elastic loop's instructions. An indexing bug would no longer raise IndexError: the pure-Python
@@ -390,37 +390,36 @@ class Engine:
     def _hplace(self, i: int, t: float, seq: int, e: int) -> None:
         """Put event slot ``e`` at time ``t`` into the free heap position ``i`` and restore the heap order (sift up,
         else down), keeping every slot's position (``ev_pos``)."""
-        ht, hs, he, pos = self.h_t, self.h_s, self.h_e, self.ev_pos
         n = self.h_n
         i0 = i
         while i > 0:  # sift up
             p = (i - 1) >> 1
-            tp = ht[p]
-            if tp < t or (tp == t and hs[p] < seq):
+            tp = self.h_t[p]
+            if tp < t or (tp == t and self.h_s[p] < seq):
                 break
-            ht[i] = tp
-            hs[i] = hs[p]
-            he[i] = he[p]
-            pos[he[i]] = i
+            self.h_t[i] = tp
+            self.h_s[i] = self.h_s[p]
+            self.h_e[i] = self.h_e[p]
+            self.ev_pos[self.h_e[i]] = i
             i = p
         if i == i0:
             while True:  # sift down
                 c = 2 * i + 1
                 if c >= n:
                     break
-                if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hs[c + 1] < hs[c])):
+                if c + 1 < n and (self.h_t[c + 1] < self.h_t[c] or (self.h_t[c + 1] == self.h_t[c] and self.h_s[c + 1] < self.h_s[c])):
                     c += 1
-                if t < ht[c] or (t == ht[c] and seq < hs[c]):
+                if t < self.h_t[c] or (t == self.h_t[c] and seq < self.h_s[c]):
                     break
-                ht[i] = ht[c]
-                hs[i] = hs[c]
-                he[i] = he[c]
-                pos[he[i]] = i
+                self.h_t[i] = self.h_t[c]
+                self.h_s[i] = self.h_s[c]
+                self.h_e[i] = self.h_e[c]
+                self.ev_pos[self.h_e[i]] = i
                 i = c
-        ht[i] = t
-        hs[i] = seq
-        he[i] = e
-        pos[e] = i
+        self.h_t[i] = t
+        self.h_s[i] = seq
+        self.h_e[i] = e
+        self.ev_pos[e] = i
 
     def _hgrow(self) -> None:
         """Double the compiled heap and its event slots (new arrays: a buffer in use by a memoryview cannot be
@@ -455,10 +454,10 @@ class Engine:
         """Delivery events of the ``n`` flows the flow model (re-)timed (slots in its ``rt``): a new entry each (pure
         Python: the flow's superseded entry stays, its version no longer matches), or the compiled heap's entry
         moved in place."""
-        rt, byslot = self.flows.rt, self.flows.byslot
+        flows = self.flows
         seq = self.seq
         for k in range(n):
-            f = byslot[rt[k]]
+            f = flows.byslot[flows.rt[k]]
             seq += 1
             if f.hpos >= 0:
                 self._hmove(f, seq)
@@ -467,10 +466,9 @@ class Engine:
         self.seq = seq
 
     def _account(self, task) -> None:
-        lb = self.link_bytes
         nb = task.nbytes
         for r in task.res:
-            lb[r] += nb
+            self.link_bytes[r] += nb
         if self.bin_s is not None:
             self._bin(task.res, nb, task.start, self.now)
 
@@ -795,14 +793,14 @@ class Engine:
     def _el_min(self, lo: int, hi: int, blk: int) -> int:
         """The candidate in ``el_cand[lo:hi]`` minimising ``(load + distance_weight · hops to the block's memory, load,
         index)``."""
-        load, dist, nc, w, cand = self.load, self.el_dist, self.nc, self.el_w, self.el_cand
+        nc, w = self.nc, self.el_w
         best = -1
         bs = 0.0
         bl = 0
         for j in range(lo, hi):
-            c = cand[j]
-            ld = load[c]
-            s = ld + w * dist[blk * nc + c]
+            c = self.el_cand[j]
+            ld = self.load[c]
+            s = ld + w * self.el_dist[blk * nc + c]
             if best < 0 or s < bs or (s == bs and (ld < bl or (ld == bl and c < best))):
                 best = c
                 bs = s
@@ -814,28 +812,26 @@ class Engine:
         blk = task.block
         i = task.pid * self.nb + blk
         pref = self.p_pref[i]
-        cand = self.el_cand
         n0, n1, l0, l1 = self.el_n0[i], self.el_n1[i], self.el_l0[i], self.el_l1[i]
-        load = self.load
-        lmin = load[cand[n0]]
+        lmin = self.load[self.el_cand[n0]]
         for j in range(n0, n1):
-            c = cand[j]
-            if load[c] < lmin:
-                lmin = load[c]
+            c = self.el_cand[j]
+            if self.load[c] < lmin:
+                lmin = self.load[c]
         lend_ok = False
         if l1 > l0:
-            m = load[cand[l0]]
+            m = self.load[self.el_cand[l0]]
             for j in range(l0, l1):
-                c = cand[j]
-                if load[c] < m:
-                    m = load[c]
+                c = self.el_cand[j]
+                if self.load[c] < m:
+                    m = self.load[c]
             lend_ok = m + self.el_margin <= lmin
-        if load[pref] - lmin < self.el_spread and not lend_ok:
+        if self.load[pref] - lmin < self.el_spread and not lend_ok:
             return pref
         best = self._el_min(n0, n1, blk)
         if lend_ok:
             alt = self._el_min(l0, l1, blk)
-            if load[alt] + self.el_margin <= load[best]:
+            if self.load[alt] + self.el_margin <= self.load[best]:
                 return alt
         return best
 
@@ -844,7 +840,7 @@ class Engine:
         spread = self.el_spread
         nk = self.el_nk
         nc = self.nc
-        serves, famok, dist, load, queues = self.el_serves, self.el_famok, self.el_dist, self.load, self.queues
+        queues = self.queues
         lend = self.el_lend
         best = None
         bv = -1
@@ -856,7 +852,7 @@ class Engine:
         for victim in range(nc):
             if victim == idle:
                 continue
-            lv = load[victim]
+            lv = self.load[victim]
             if lv < spread:  # (tested before the queue's length: a C read)
                 continue
             q = queues[victim]
@@ -868,12 +864,12 @@ class Engine:
                 j -= 1
                 task = q[j]
                 k = self.p_key[task.pid * self.nb + task.block]
-                native = serves[idle * nk + k]
-                if not native and not (lend and famok[idle * nk + k]):
+                native = self.el_serves[idle * nk + k]
+                if not native and not (lend and self.el_famok[idle * nk + k]):
                     continue
                 if not native and lv < spread + self.el_margin:
                     continue
-                d = dist[task.block * nc + idle]
+                d = self.el_dist[task.block * nc + idle]
                 if bv < 0 or lv > bl or (lv == bl and d < bd):  # min of (-load, hops, victim); victims ascend
                     best = task
                     bv = victim
@@ -940,7 +936,6 @@ class Engine:
         task.start = now
         blk = task.block
         end = task.end
-        vals = task.vals
         tau = self.ctype[c]
         hook = self.hooks.get(c) if self.hooks else None
         nb = self.nb
@@ -950,25 +945,25 @@ class Engine:
         om = self.R_MEM * nb
         if end == blk + 1:
             if hook is None:
-                cs = vals[oc + blk]
-                x = vals[osr + blk]
+                cs = task.vals[oc + blk]
+                x = task.vals[osr + blk]
                 if x > cs:
                     cs = x
             else:
-                cs = max(self._hook_time(hook, tau, task, blk), vals[osr + blk])
-            nbytes = vals[om + blk]
-            self.energy_dyn += vals[oe + blk]
+                cs = max(self._hook_time(hook, tau, task, blk), task.vals[osr + blk])
+            nbytes = task.vals[om + blk]
+            self.energy_dyn += task.vals[oe + blk]
         else:  # a fused run of blocks: compute/SRAM roofline per block, one flow for all their bytes
             cs = nbytes = 0.0
             for b in range(blk, end):
-                x = vals[oc + b] if hook is None else self._hook_time(hook, tau, task, b)
-                y = vals[osr + b]
+                x = task.vals[oc + b] if hook is None else self._hook_time(hook, tau, task, b)
+                y = task.vals[osr + b]
                 cs += x if x > y else y
-                nbytes += vals[om + b]
-                self.energy_dyn += vals[oe + b]
+                nbytes += task.vals[om + b]
+                self.energy_dyn += task.vals[oe + b]
         prev = task.prev_chip
         if prev >= 0 and prev != c:
-            cs += self.chip_lat[prev][c] + 0.5 * vals[self.R_IO * nb + blk] / self.link_bps
+            cs += self.chip_lat[prev][c] + 0.5 * task.vals[self.R_IO * nb + blk] / self.link_bps
         self.seq += 1
         if nbytes <= 0.0:
             task.cs_open = True
@@ -1029,8 +1024,7 @@ class Engine:
 
     def _finish(self, part: _Part) -> None:
         c = part.chip
-        busy = self.busy
-        busy[c] = 0
+        self.busy[c] = 0
         self.run_task[c] = None
         self._load_add(c, -1)
         self.busy_s[c] += self.now - part.start
@@ -1040,7 +1034,7 @@ class Engine:
             self._dispatch(part)
         else:
             self._end_part(part)
-        if not busy[c] and (self.queues[c] or self.stealing):
+        if not self.busy[c] and (self.queues[c] or self.stealing):
             self._start_next(c)  # (advancing the batch may already have started a task here)
 
     # --------------------------------------------------------------------------------------------- bookkeeping
