@@ -4,22 +4,25 @@
 import cython
 
 cdef double _INF, _SLACK
+cdef long long _HASH_MOD
 
 
 # final: no Python subclass can override a method, so every cpdef call is a direct C call (no dispatch check);
-# freelist: a finished flow's memory is reused by the next one (a flow per task).
+# freelist: a finished flow's memory is reused by the next one (a flow per task); no_gc: a record is in no
+# reference cycle (it refers to its task, tuple and payload only), so the cyclic GC need not track it.
 @cython.final
 @cython.freelist(64)
+@cython.no_gc
 cdef class Flow:
-    cdef public object fid, task
+    cdef public object task
     cdef public tuple res
     cdef public double rem, rate, t_last, cap, lat, due
-    cdef public long long ver
+    cdef public long long fid, ver
     cdef public Py_ssize_t hpos, slot
 
 
 @cython.locals(f=Flow)
-cdef Flow _new_flow(fid, tuple res, double rem, double now, double cap, double lat, task)
+cdef Flow _new_flow(long long fid, tuple res, double rem, double now, double cap, double lat, task)
 
 
 @cython.final
@@ -39,19 +42,19 @@ cdef class EqualShareFlows:
     # acquire and release per call, as much as a short loop.)
     @cython.locals(m=Py_ssize_t, st="long long", i=Py_ssize_t, r=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t,
                    n=Py_ssize_t)
-    cdef void _retime_changed(self, Py_ssize_t nch, fid, double now)
+    cdef void _retime_changed(self, Py_ssize_t nch, Flow new, double now)
 
     @cython.locals(i=Py_ssize_t, k=Py_ssize_t, t=cython.double)
     cdef bint _tie(self, Py_ssize_t n) noexcept
 
-    @cython.locals(touched=set, timed=dict, i=Py_ssize_t, n=Py_ssize_t, f=Flow)
-    cdef void _order(self, Py_ssize_t nch, fid)
+    @cython.locals(touched=set, i=Py_ssize_t, n=Py_ssize_t, f=Flow, st="long long")
+    cdef void _order(self, Py_ssize_t nch, Flow new)
 
     # Re-times a slot's flow: C arrays only, unless its rate changed.
     @cython.locals(rate=cython.double, rem=cython.double, x=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t, f=Flow)
     cdef void _time(self, Py_ssize_t j, double now)
 
-    cpdef Py_ssize_t start(self, fid, tuple resources, double nbytes, double now, double cap_bps, double latency_s,
+    cpdef Py_ssize_t start(self, long long fid, tuple resources, double nbytes, double now, double cap_bps, double latency_s,
                            task) except -1
 
     @cython.locals(nch=Py_ssize_t, finite=bint, new=cython.double, r=Py_ssize_t, on=list, s=set, m=Py_ssize_t,

@@ -28,13 +28,14 @@ looking at its flows (the per-resource sum of finite caps and count of uncapped 
 Flows are re-timed only when the share of one of their resources changed. Both shortcuts give the same rates as
 the full computation.
 
-Each resource keeps its flows twice: as records in a list (what the levels and the re-timing walk, without a
-set or dict per visit) and as a set of flow ids. The re-timed flows get consecutive event sequence numbers, so
-their order matters only among flows delivered at the same instant: it is the iteration order of the union of
-the id sets of the resources whose share changed (the order of the original set-based model). The lists give
-the re-timed flows in another order; only when two of them have equal delivery times is that set built and the
-order taken from it (see :meth:`EqualShareFlows._retime_changed`). So the lists' own order never matters (a level
-sorts the caps; re-timing reads shares already set): a flow leaves its list by a swap with the last record.
+Each resource keeps its flows twice: as slot numbers in a row of a C array (what the levels and the re-timing
+walk, without a Python object per visit) and as a set of records hashed by flow id. The re-timed flows get
+consecutive event sequence numbers, so their order matters only among flows delivered at the same instant: it is
+the iteration order of the union of the sets of the resources whose share changed (the order of the original
+model's sets of flow ids; a record hashes as its id, so the sets iterate alike). The rows give the re-timed flows
+in another order; only when two of them have equal delivery times is that union built and the order taken from
+it (see :meth:`EqualShareFlows._retime_changed`). So a row's own order never matters (a level sorts the caps;
+re-timing reads shares already set): a flow leaves its row by a swap with the last entry.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from array import array
 __all__ = ["EqualShareFlows", "Flow"]
 
 _INF = float("inf")
+_HASH_MOD = (1 << 61) - 1  # CPython's int hash modulus (sys.hash_info.modulus on 64-bit builds)
 # The shortcut is taken only when the caps fit with a margin, so incremental rounding of the sum cannot flip it.
 _SLACK = 1.0 - 1e-9
 
@@ -52,7 +54,7 @@ class Flow:
     """One active flow: a typed record (a C struct when compiled, see flows.pxd) instead of a list.
 
     Attributes:
-        fid: Flow id (an int; sets of ids give the order in which flows due at the same instant are re-timed).
+        fid: Flow id (an int; its hash is the record's, see :meth:`__hash__`).
         res: Resource ids it crosses.
         rem: Bytes left at ``t_last``.
         rate: Current rate, bytes/s (0 until first timed).
@@ -70,6 +72,12 @@ class Flow:
     """
 
     __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos", "slot")
+
+    def __hash__(self) -> int:
+        """The hash of its id: a set of records then iterates in the order of the set of their ids (the order of
+        flows due at the same instant, see the module docstring), without an int object per flow. (Equality stays
+        identity: two active records never share an id.)"""
+        return self.fid if 0 <= self.fid < _HASH_MOD else hash(self.fid)  # an int in [0, 2**61 - 1): itself
 
 
 def _new_flow(fid, res: tuple, rem: float, now: float, cap: float, lat: float, task) -> Flow:
@@ -108,7 +116,7 @@ class EqualShareFlows:
         self.waterfill = waterfill
         # Per-resource numbers in typed arrays (C doubles when compiled; the same IEEE values as Python floats).
         self.cap = array("d", [float(x) for x in caps_bps])
-        self.on: list[set[int]] = [set() for _ in caps_bps]  # flow ids per resource (the re-timing order on ties)
+        self.on: list[set[Flow]] = [set() for _ in caps_bps]  # records per resource (the re-timing order on ties)
         self.share = array("d", self.cap)  # current share of each resource (its capacity when idle)
         self.n_links = n_links
         self.flows: dict[int, Flow] = {}  # active flows of :meth:`add` by id (the engine keeps its records itself)
@@ -160,9 +168,10 @@ class EqualShareFlows:
         self.nfree = m - n
         self.nslots = m
 
-    def _retime_changed(self, nch: int, fid, now: float) -> None:
+    def _retime_changed(self, nch: int, new, now: float) -> None:
         """Re-time every flow on the ``nch`` resources in ``self.changed`` (each once, marked by a stamp) into
-        ``rt``; their order is then that of the union of their id sets and ``fid`` (see the module docstring)."""
+        ``rt``; their order is then that of the union of their sets and the ``new`` flow's record (if not None; see
+        the module docstring)."""
         m = self.nslots
         self.stamp += 1
         st = self.stamp
@@ -175,7 +184,7 @@ class EqualShareFlows:
                     self._time(j, now)
         n = self.nrt
         if n >= 2 and self._tie(n):
-            self._order(nch, fid)
+            self._order(nch, new)
 
     def _tie(self, n: int) -> bool:
         """Two of the ``n`` re-timed flows due at the same instant (otherwise their order never matters: their
@@ -187,22 +196,21 @@ class EqualShareFlows:
                     return True
         return False
 
-    def _order(self, nch: int, fid) -> None:
-        """Put ``rt`` in the iteration order of the union of the changed resources' id sets (and ``fid``)."""
-        touched: set[int] = set()
+    def _order(self, nch: int, new) -> None:
+        """Put ``rt`` in the iteration order of the union of the changed resources' sets (and ``new``)."""
+        touched: set[Flow] = set()
         for i in range(nch):
             touched |= self.on[self.changed[i]]
-        if fid is not None:
-            touched.add(fid)
-        timed = {}  # the re-timed slots by flow id (rt is a subset of touched)
+        if new is not None:
+            touched.add(new)
+        self.stamp += 1  # marks the re-timed slots (rt is a subset of touched)
+        st = self.stamp
         for i in range(self.nrt):
-            f = self.byslot[self.rt[i]]
-            timed[f.fid] = f.slot
+            self.fstamp[self.rt[i]] = st
         n = 0
-        for k in touched:
-            j = timed.get(k)
-            if j is not None:
-                self.rt[n] = j
+        for f in touched:
+            if self.fstamp[f.slot] == st:
+                self.rt[n] = f.slot
                 n += 1
 
     def _time(self, j: int, now: float) -> None:
@@ -279,13 +287,12 @@ class EqualShareFlows:
             self.rpool[off] = r
             off += 1
         on, m = self.on, self.nslots
-        fid = f.fid
         nch = 0  # resources whose share changed
         finite = cap_bps < _INF
         waterfill = self.waterfill
         for r in resources:
             s = on[r]
-            s.add(fid)
+            s.add(f)
             self.rfl[r * m + self.rcnt[r]] = j
             self.rcnt[r] += 1
             if finite:
@@ -301,7 +308,7 @@ class EqualShareFlows:
         if nch == 0:  # no share changed: only the new flow is timed
             self._time(j, now)
         else:
-            self._retime_changed(nch, fid, now)
+            self._retime_changed(nch, f, now)
         return self.nrt
 
     def _share(self, r: int) -> float:
@@ -375,7 +382,6 @@ class EqualShareFlows:
     def finish(self, f: Flow, now: float) -> int:
         """:meth:`drain` for the engine: removes ``f`` (its ``ver`` becomes -1); returns how many flows were
         re-timed (their slots in ``rt``)."""
-        fid = f.fid
         f.ver = -1
         j = f.slot
         on, m = self.on, self.nslots
@@ -384,7 +390,7 @@ class EqualShareFlows:
         waterfill = self.waterfill
         for r in f.res:
             s = on[r]
-            s.discard(fid)
+            s.discard(f)
             base = r * m
             n = self.rcnt[r] - 1
             for k in range(base, base + n + 1):
