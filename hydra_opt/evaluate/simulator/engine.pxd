@@ -44,6 +44,7 @@ cdef class Engine:
     cdef public object mem, mesh, model, n, n_arrived, n_done, n_rejected, net, next_bid, opt
     cdef public object port_bw, port_res, preempt_events, queue, res_path, running, sched, scn, seg_end
     cdef public object sharing, static_map, sys, view
+    cdef public dict mem_pages
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
     cdef public double[::1] busy_s, link_bytes

@@ -571,7 +571,7 @@ class Engine:
         """Memory for ``r``'s next pass; preempts the fewest-generated running request while it does not fit."""
         need = self.prompt[r] + self.gen[r]
         # Most passes need no new page: answer PagedMemory.ensure's "nothing to add" case without calling it.
-        have = self.mem.pages.get(r)
+        have = self.mem_pages.get(r)
         if have is not None and -(-need // self.page_tokens) <= have:
             return True
         return self._make_room(r, need)
@@ -1252,5 +1252,6 @@ class Engine:
             st[m] += model.state_bytes[b]
         self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
         self.page_tokens = self.mem.page_tokens
+        self.mem_pages = self.mem.pages  # its dict of pages held (_ensure reads it typed, without two lookups)
         self.mem_int = [0.0] * nm
         self.mem_t = 0.0
