@@ -898,7 +898,7 @@ class Engine:
             c = self.sched.choose(task, task.block, self.view)
         task.chip = c
         queues = self.queues
-        queues[c].append(task)
+        self.q_append[c](task)
         self._load_add(c, 1)
         if not self.busy[c]:
             self._start_next(c)
@@ -912,7 +912,7 @@ class Engine:
     def _start_next(self, c: int) -> None:
         q = self.queues[c]
         if q:
-            task = q.popleft()
+            task = self.q_popleft[c]()
         elif self.stealing:
             if self.elastic:
                 task = self._el_steal(c)
@@ -1193,6 +1193,9 @@ class Engine:
         self.busy = array("q", [0]) * self.nc  # 1 while a task runs on the chiplet
         self.busy_s = array("d", [0.0]) * self.nc
         self.queues = self.view.queues  # the view's own lists (the schedulers read them)
+        # Their bound append/popleft, looked up once: a call of a stored bound method skips the method lookup.
+        self.q_append = [q.append for q in self.queues]
+        self.q_popleft = [q.popleft for q in self.queues]
         self.load = self.view.load
         self.energy_dyn = 0.0
 
