@@ -7,8 +7,13 @@ import cython
 from hydra_opt.evaluate.simulator.flows cimport EqualShareFlows, Flow
 
 cdef double _INF
+cdef bint _COMPILED
+# Event kinds as C integers: the loop and the heap's sifts compare them without a module-global lookup.
+cdef long long _EV_COMPUTE, _EV_FLOW, _EV_DRAIN
 
 
+# final: no Python subclass can override a method, so cpdef calls are direct C calls (no dispatch check).
+@cython.final
 cdef class _Part:
     cdef public object batch, phase, family, mem_xy
     cdef public list rids, epochs, seg, omap, qs
@@ -19,12 +24,16 @@ cdef class _Part:
     cdef public bint cs_open, flow_open
 
 
+@cython.final
 cdef class _Batch:
     cdef public object bid
     cdef public list members
     cdef public _Part pre, dec
 
 
+# The hot methods read typed arrays as self.x[i] (initializedcheck off), not through local memoryview copies: a
+# local copy costs an atomic acquire and release per call.
+@cython.final
 cdef class Engine:
     cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, caps, chip_lat, chip_node, ctype
     cdef public list epoch, families, finish_t, first_bs, first_t, gen, heap, hopm, mem_int, npre, out, prompt
@@ -35,10 +44,11 @@ cdef class Engine:
     cdef public object mem, mesh, model, n, n_arrived, n_done, n_rejected, net, next_bid, opt
     cdef public object port_bw, port_res, preempt_events, queue, res_path, running, sched, scn, seg_end
     cdef public object sharing, static_map, sys, view
+    cdef public dict mem_pages
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
     cdef public double[::1] busy_s, link_bytes
-    cdef public list queues, p_native, p_lent
+    cdef public list queues, p_native, p_lent, q_append, q_popleft
     cdef public long long[::1] load
     cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist, el_cand, el_n0, el_n1, el_l0, el_l1
     cdef public long long el_spread, el_margin, el_over
@@ -46,9 +56,9 @@ cdef class Engine:
     cdef public Py_ssize_t el_nk, victim
     cdef public bint elastic, el_lend
     cdef public double[::1] h_t
-    cdef public long long[::1] h_s, h_k, h_v
-    cdef public list h_o
-    cdef public Py_ssize_t h_n
+    cdef public long long[::1] h_s, h_e, ev_k, ev_v, ev_pos, ev_free
+    cdef public list ev_o
+    cdef public Py_ssize_t h_n, ev_nfree
     cdef public double now
     cdef public double stale_t
     cdef public double link_bps
@@ -75,39 +85,36 @@ cdef class Engine:
     cpdef run(self)
     @cython.locals(ta=cython.double, th=cython.double, t=cython.double, t_net=cython.double, i_arr=Py_ssize_t,
                    n=Py_ssize_t, kind="long long", debug=bint, net_dirty=bint, ver="long long", flow=Flow,
-                   part=_Part, arr=list)
+                   part=_Part, arr=list, e=Py_ssize_t)
     cpdef _loop(self, double horizon)
     cpdef _push(self, double t, int kind, task, long long ver=*)
-    @cython.locals(i=Py_ssize_t, p=Py_ssize_t, tp=cython.double, ht="double[::1]", hs="long long[::1]",
-                   hk="long long[::1]", hv="long long[::1]", ho=list)
-    cpdef _hpush(self, double t, long long seq, long long kind, obj, long long ver)
-    @cython.locals(n=Py_ssize_t, ho=list, f=Flow)
+    @cython.locals(i=Py_ssize_t, e=Py_ssize_t)
+    cpdef Py_ssize_t _hpush(self, double t, long long seq, long long kind, obj, long long ver)
+    @cython.locals(n=Py_ssize_t)
     cpdef _hpop(self)
-    @cython.locals(i=Py_ssize_t)
+    @cython.locals(i=Py_ssize_t, e=Py_ssize_t)
     cpdef _hmove(self, Flow f, long long seq)
-    @cython.locals(i0=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, tp=cython.double, ht="double[::1]",
-                   hs="long long[::1]", hk="long long[::1]", hv="long long[::1]", ho=list, f=Flow)
-    cdef void _hplace(self, Py_ssize_t i, double t, long long seq, long long kind, long long ver, obj)
-    @cython.locals(seq="long long", f=Flow)
-    cpdef _retimed(self, list out)
+    # noexcept: typed-array reads and writes only (no bounds checks), nothing can raise.
+    @cython.locals(i0=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, tp=cython.double)
+    cdef void _hplace(self, Py_ssize_t i, double t, long long seq, Py_ssize_t e) noexcept
+    @cython.locals(seq="long long", f=Flow, k=Py_ssize_t, flows=EqualShareFlows)
+    cpdef _retimed(self, Py_ssize_t n)
     @cython.locals(task=_Part)
     cpdef _drain(self, Flow flow)
-    @cython.locals(lb="double[::1]", nb=cython.double, r=Py_ssize_t)
+    @cython.locals(nb=cython.double, r=Py_ssize_t)
     cpdef _account(self, _Part task)
     @cython.locals(blk=Py_ssize_t)
     cpdef _dispatch(self, _Part part)
     @cython.locals(c=Py_ssize_t, queues=list, idle=Py_ssize_t)
     cpdef _ready(self, _Part task)
-    @cython.locals(load="long long[::1]", dist="long long[::1]", nc=Py_ssize_t, w=cython.double, best=Py_ssize_t,
-                   bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double,
-                   cand="long long[::1]", j=Py_ssize_t)
+    @cython.locals(nc=Py_ssize_t, w=cython.double, best=Py_ssize_t,
+                   bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double, j=Py_ssize_t)
     cpdef Py_ssize_t _el_min(self, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t blk)
-    @cython.locals(blk=Py_ssize_t, i=Py_ssize_t, pref=Py_ssize_t, load="long long[::1]", cand="long long[::1]",
+    @cython.locals(blk=Py_ssize_t, i=Py_ssize_t, pref=Py_ssize_t,
                    n0=Py_ssize_t, n1=Py_ssize_t, l0=Py_ssize_t, l1=Py_ssize_t, j=Py_ssize_t,
                    lmin="long long", m="long long", c=Py_ssize_t, lend_ok=bint, best=Py_ssize_t, alt=Py_ssize_t)
     cpdef Py_ssize_t _el_choose(self, _Part task)
-    @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, serves="long long[::1]",
-                   famok="long long[::1]", dist="long long[::1]", load="long long[::1]", queues=list, lend=bint, bv=Py_ssize_t,
+    @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, queues=list, lend=bint, bv=Py_ssize_t,
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
                    native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t)
     cpdef _el_steal(self, Py_ssize_t idle)
@@ -116,9 +123,10 @@ cdef class Engine:
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
                    cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,
                    prev=Py_ssize_t, seq="long long", f=Flow, flows=EqualShareFlows, nb=Py_ssize_t, oc=Py_ssize_t,
-                   osr=Py_ssize_t, oe=Py_ssize_t, om=Py_ssize_t, b=Py_ssize_t, y=cython.double, vals="double[::1]")
+                   osr=Py_ssize_t, oe=Py_ssize_t, om=Py_ssize_t, b=Py_ssize_t, y=cython.double,
+                   fid="long long")
     cpdef _start_next(self, Py_ssize_t c)
-    @cython.locals(c=Py_ssize_t, blk=Py_ssize_t, busy="long long[::1]")
+    @cython.locals(c=Py_ssize_t, blk=Py_ssize_t)
     cpdef _finish(self, _Part part)
     @cython.locals(b=_Batch, now=cython.double, emitted="long long", gen=list, out=list, epoch=list, stage=list,
                    prefill=bint, rids=list, epochs=list, k=Py_ssize_t, r=Py_ssize_t)

@@ -1,4 +1,4 @@
-# cython: boundscheck=False, wraparound=False
+# cython: boundscheck=False, wraparound=False, initializedcheck=False
 # (Compiled only. Every index here is in range by construction and never negative — heap slots below the heap
 # size, resource/chiplet/block/request ids, guarded -1 sentinels — so the per-access checks are dropped: -8 % of
 # the static+elastic loop's instructions. An indexing bug would no longer raise IndexError: the pure-Python
@@ -234,8 +234,10 @@ class Engine:
         self.n_rejected = 0
 
         # Event queue, ordered by (time, sequence number); the sequence numbers are unique, so every correct
-        # priority queue pops the same order. Pure Python: heapq of tuples. Compiled: a binary heap on parallel
-        # typed arrays (no tuple or float object per event).
+        # priority queue pops the same order. Pure Python: heapq of tuples. Compiled: a binary heap of (time,
+        # sequence number, event slot) on parallel typed arrays, sifted in place (no tuple or float object per
+        # event); an event's kind, version and object stay in its slot (ev_k, ev_v, ev_o) while it moves, so a sift
+        # step moves three C numbers and touches no Python object.
         self.heap: list = []
         self.h_n = 0
         if _COMPILED:
@@ -314,14 +316,16 @@ class Engine:
                 self._try_form()
             else:
                 if _COMPILED:
-                    kind = self.h_k[0]
-                    task = self.h_o[0]
-                    ver = self.h_v[0]
+                    e = self.h_e[0]
+                    kind = self.ev_k[e]
+                    task = self.ev_o[e]
+                    ver = self.ev_v[e]
                     self._hpop()
                 else:
                     _, _, kind, task, ver = _heappop(heap)
                 if kind == _EV_DRAIN:  # of the incremental flow model (task = its Flow record)
                     flow = task
+                    flow.hpos = -1  # no longer in the compiled heap (pure Python: always -1)
                     if flow.ver == ver:
                         self._drain(flow)
                     else:
@@ -346,99 +350,97 @@ class Engine:
         self.seq += 1
         self._hpush(t, self.seq, kind, task, ver)
 
-    def _hpush(self, t: float, seq: int, kind: int, obj, ver: int) -> None:
-        """Add an event (see ``self.heap`` in ``__init__``)."""
+    def _hpush(self, t: float, seq: int, kind: int, obj, ver: int) -> int:
+        """Add an event (see ``self.heap`` in ``__init__``); a flow's delivery event: the caller sets its ``hpos``
+        to the returned slot (compiled)."""
         if not _COMPILED:
             _heappush(self.heap, (t, seq, kind, obj, ver))
-            return
+            return -1
         i = self.h_n
-        if i == len(self.h_o):
+        if i == len(self.ev_o):
             self._hgrow()
-        self.h_n += 1
-        self._hplace(i, t, seq, kind, ver, obj)
+        self.ev_nfree -= 1
+        e = self.ev_free[self.ev_nfree]
+        self.ev_k[e] = kind
+        self.ev_v[e] = ver
+        self.ev_o[e] = obj  # (the slot's previous object, if any, is released here: pops leave it)
+        self.h_n = i + 1
+        self._hplace(i, t, seq, e)
+        return e
 
     def _hpop(self) -> None:
-        """Remove the first event (compiled heap; the caller has read it at index 0)."""
-        if self.h_k[0] == _EV_DRAIN:
-            f = self.h_o[0]
-            f.hpos = -1
+        """Remove the first event (compiled heap; the caller has read its slot)."""
+        self.ev_free[self.ev_nfree] = self.h_e[0]
+        self.ev_nfree += 1
         n = self.h_n - 1
         self.h_n = n
-        ho = self.h_o
-        obj = ho[n]
-        ho[n] = None
         if n:
-            self._hplace(0, self.h_t[n], self.h_s[n], self.h_k[n], self.h_v[n], obj)
+            self._hplace(0, self.h_t[n], self.h_s[n], self.h_e[n])
 
     def _hmove(self, f, seq: int) -> None:
         """Re-time flow ``f``'s delivery event in place (compiled heap): no superseded entry is left to pop. The
         latest superseded time is kept (``stale_t``): with no horizon the pure loop's clock ends there."""
-        i = f.hpos
+        e = f.hpos
+        i = self.ev_pos[e]
         if self.h_t[i] > self.stale_t:
             self.stale_t = self.h_t[i]
-        self._hplace(i, f.due, seq, _EV_DRAIN, f.ver, f)
+        self.ev_v[e] = f.ver
+        self._hplace(i, f.due, seq, e)
 
-    def _hplace(self, i: int, t: float, seq: int, kind: int, ver: int, obj) -> None:
-        """Put an entry into the free slot ``i`` of the compiled heap and restore the heap order (sift up, else
-        down), keeping every flow's ``hpos``."""
-        ht, hs, hk, hv, ho = self.h_t, self.h_s, self.h_k, self.h_v, self.h_o
+    def _hplace(self, i: int, t: float, seq: int, e: int) -> None:
+        """Put event slot ``e`` at time ``t`` into the free heap position ``i`` and restore the heap order (sift up,
+        else down), keeping every slot's position (``ev_pos``)."""
         n = self.h_n
         i0 = i
         while i > 0:  # sift up
             p = (i - 1) >> 1
-            tp = ht[p]
-            if tp < t or (tp == t and hs[p] < seq):
+            tp = self.h_t[p]
+            if tp < t or (tp == t and self.h_s[p] < seq):
                 break
-            ht[i] = tp
-            hs[i] = hs[p]
-            hk[i] = hk[p]
-            hv[i] = hv[p]
-            ho[i] = ho[p]
-            if hk[i] == _EV_DRAIN:
-                f = ho[i]
-                f.hpos = i
+            self.h_t[i] = tp
+            self.h_s[i] = self.h_s[p]
+            self.h_e[i] = self.h_e[p]
+            self.ev_pos[self.h_e[i]] = i
             i = p
         if i == i0:
             while True:  # sift down
                 c = 2 * i + 1
                 if c >= n:
                     break
-                if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hs[c + 1] < hs[c])):
+                if c + 1 < n and (self.h_t[c + 1] < self.h_t[c] or (self.h_t[c + 1] == self.h_t[c] and self.h_s[c + 1] < self.h_s[c])):
                     c += 1
-                if t < ht[c] or (t == ht[c] and seq < hs[c]):
+                if t < self.h_t[c] or (t == self.h_t[c] and seq < self.h_s[c]):
                     break
-                ht[i] = ht[c]
-                hs[i] = hs[c]
-                hk[i] = hk[c]
-                hv[i] = hv[c]
-                ho[i] = ho[c]
-                if hk[i] == _EV_DRAIN:
-                    f = ho[i]
-                    f.hpos = i
+                self.h_t[i] = self.h_t[c]
+                self.h_s[i] = self.h_s[c]
+                self.h_e[i] = self.h_e[c]
+                self.ev_pos[self.h_e[i]] = i
                 i = c
-        ht[i] = t
-        hs[i] = seq
-        hk[i] = kind
-        hv[i] = ver
-        ho[i] = obj
-        if kind == _EV_DRAIN:
-            f = obj
-            f.hpos = i
+        self.h_t[i] = t
+        self.h_s[i] = seq
+        self.h_e[i] = e
+        self.ev_pos[e] = i
 
     def _hgrow(self) -> None:
-        """Double the compiled heap's arrays (new arrays: a buffer in use by a memoryview cannot be resized)."""
+        """Double the compiled heap and its event slots (new arrays: a buffer in use by a memoryview cannot be
+        resized); the new slots go on the free stack."""
         n = self.h_n
         size = max(256, 2 * n)
-        ht, hs, hk, hv = array("d", [0.0]) * size, array("q", [0]) * size, array("q", [0]) * size, array("q", [0]) * size
-        for i in range(n):
+        ht, hs, he = array("d", [0.0]) * size, array("q", [0]) * size, array("q", [0]) * size
+        ek, ev, pos = array("q", [0]) * size, array("q", [0]) * size, array("q", [0]) * size
+        for i in range(n):  # the heap is full: slots 0..n-1 are all in use
             ht[i] = self.h_t[i]
             hs[i] = self.h_s[i]
-            hk[i] = self.h_k[i]
-            hv[i] = self.h_v[i]
-        ho = [None] * size
+            he[i] = self.h_e[i]
+            ek[i] = self.ev_k[i]
+            ev[i] = self.ev_v[i]
+            pos[i] = self.ev_pos[i]
+        eo = [None] * size
         if n:
-            ho[:n] = self.h_o[:n]
-        self.h_t, self.h_s, self.h_k, self.h_v, self.h_o = ht, hs, hk, hv, ho
+            eo[:n] = self.ev_o[:n]
+        self.h_t, self.h_s, self.h_e, self.ev_k, self.ev_v, self.ev_o, self.ev_pos = ht, hs, he, ek, ev, eo, pos
+        self.ev_free = array("q", range(size - 1, n - 1, -1)) + array("q", [0]) * n  # slot n on top
+        self.ev_nfree = size - n
 
     def _drain(self, flow) -> None:
         """An equal-share flow was delivered: free its share (re-timing its neighbours) and end its task."""
@@ -448,23 +450,25 @@ class Engine:
         task.flow_open = False
         self._finish(task)
 
-    def _retimed(self, out: list) -> None:
-        """Delivery events of the flows the flow model (re-)timed: a new entry each (pure Python: the flow's
-        superseded entry stays, its version no longer matches), or the compiled heap's entry moved in place."""
+    def _retimed(self, n: int) -> None:
+        """Delivery events of the ``n`` flows the flow model (re-)timed (slots in its ``rt``): a new entry each (pure
+        Python: the flow's superseded entry stays, its version no longer matches), or the compiled heap's entry
+        moved in place."""
+        flows = self.flows
         seq = self.seq
-        for f in out:
+        for k in range(n):
+            f = flows.byslot[flows.rt[k]]
             seq += 1
             if f.hpos >= 0:
                 self._hmove(f, seq)
             else:
-                self._hpush(f.due, seq, _EV_DRAIN, f, f.ver)
+                f.hpos = self._hpush(f.due, seq, _EV_DRAIN, f, f.ver)
         self.seq = seq
 
     def _account(self, task) -> None:
-        lb = self.link_bytes
         nb = task.nbytes
         for r in task.res:
-            lb[r] += nb
+            self.link_bytes[r] += nb
         if self.bin_s is not None:
             self._bin(task.res, nb, task.start, self.now)
 
@@ -567,7 +571,7 @@ class Engine:
         """Memory for ``r``'s next pass; preempts the fewest-generated running request while it does not fit."""
         need = self.prompt[r] + self.gen[r]
         # Most passes need no new page: answer PagedMemory.ensure's "nothing to add" case without calling it.
-        have = self.mem.pages.get(r)
+        have = self.mem_pages.get(r)
         if have is not None and -(-need // self.page_tokens) <= have:
             return True
         return self._make_room(r, need)
@@ -789,14 +793,14 @@ class Engine:
     def _el_min(self, lo: int, hi: int, blk: int) -> int:
         """The candidate in ``el_cand[lo:hi]`` minimising ``(load + distance_weight · hops to the block's memory, load,
         index)``."""
-        load, dist, nc, w, cand = self.load, self.el_dist, self.nc, self.el_w, self.el_cand
+        nc, w = self.nc, self.el_w
         best = -1
         bs = 0.0
         bl = 0
         for j in range(lo, hi):
-            c = cand[j]
-            ld = load[c]
-            s = ld + w * dist[blk * nc + c]
+            c = self.el_cand[j]
+            ld = self.load[c]
+            s = ld + w * self.el_dist[blk * nc + c]
             if best < 0 or s < bs or (s == bs and (ld < bl or (ld == bl and c < best))):
                 best = c
                 bs = s
@@ -808,28 +812,26 @@ class Engine:
         blk = task.block
         i = task.pid * self.nb + blk
         pref = self.p_pref[i]
-        cand = self.el_cand
         n0, n1, l0, l1 = self.el_n0[i], self.el_n1[i], self.el_l0[i], self.el_l1[i]
-        load = self.load
-        lmin = load[cand[n0]]
+        lmin = self.load[self.el_cand[n0]]
         for j in range(n0, n1):
-            c = cand[j]
-            if load[c] < lmin:
-                lmin = load[c]
+            c = self.el_cand[j]
+            if self.load[c] < lmin:
+                lmin = self.load[c]
         lend_ok = False
         if l1 > l0:
-            m = load[cand[l0]]
+            m = self.load[self.el_cand[l0]]
             for j in range(l0, l1):
-                c = cand[j]
-                if load[c] < m:
-                    m = load[c]
+                c = self.el_cand[j]
+                if self.load[c] < m:
+                    m = self.load[c]
             lend_ok = m + self.el_margin <= lmin
-        if load[pref] - lmin < self.el_spread and not lend_ok:
+        if self.load[pref] - lmin < self.el_spread and not lend_ok:
             return pref
         best = self._el_min(n0, n1, blk)
         if lend_ok:
             alt = self._el_min(l0, l1, blk)
-            if load[alt] + self.el_margin <= load[best]:
+            if self.load[alt] + self.el_margin <= self.load[best]:
                 return alt
         return best
 
@@ -838,7 +840,7 @@ class Engine:
         spread = self.el_spread
         nk = self.el_nk
         nc = self.nc
-        serves, famok, dist, load, queues = self.el_serves, self.el_famok, self.el_dist, self.load, self.queues
+        queues = self.queues
         lend = self.el_lend
         best = None
         bv = -1
@@ -850,7 +852,7 @@ class Engine:
         for victim in range(nc):
             if victim == idle:
                 continue
-            lv = load[victim]
+            lv = self.load[victim]
             if lv < spread:  # (tested before the queue's length: a C read)
                 continue
             q = queues[victim]
@@ -862,12 +864,12 @@ class Engine:
                 j -= 1
                 task = q[j]
                 k = self.p_key[task.pid * self.nb + task.block]
-                native = serves[idle * nk + k]
-                if not native and not (lend and famok[idle * nk + k]):
+                native = self.el_serves[idle * nk + k]
+                if not native and not (lend and self.el_famok[idle * nk + k]):
                     continue
                 if not native and lv < spread + self.el_margin:
                     continue
-                d = dist[task.block * nc + idle]
+                d = self.el_dist[task.block * nc + idle]
                 if bv < 0 or lv > bl or (lv == bl and d < bd):  # min of (-load, hops, victim); victims ascend
                     best = task
                     bv = victim
@@ -896,7 +898,7 @@ class Engine:
             c = self.sched.choose(task, task.block, self.view)
         task.chip = c
         queues = self.queues
-        queues[c].append(task)
+        self.q_append[c](task)
         self._load_add(c, 1)
         if not self.busy[c]:
             self._start_next(c)
@@ -910,7 +912,7 @@ class Engine:
     def _start_next(self, c: int) -> None:
         q = self.queues[c]
         if q:
-            task = q.popleft()
+            task = self.q_popleft[c]()
         elif self.stealing:
             if self.elastic:
                 task = self._el_steal(c)
@@ -934,7 +936,6 @@ class Engine:
         task.start = now
         blk = task.block
         end = task.end
-        vals = task.vals
         tau = self.ctype[c]
         hook = self.hooks.get(c) if self.hooks else None
         nb = self.nb
@@ -944,25 +945,25 @@ class Engine:
         om = self.R_MEM * nb
         if end == blk + 1:
             if hook is None:
-                cs = vals[oc + blk]
-                x = vals[osr + blk]
+                cs = task.vals[oc + blk]
+                x = task.vals[osr + blk]
                 if x > cs:
                     cs = x
             else:
-                cs = max(self._hook_time(hook, tau, task, blk), vals[osr + blk])
-            nbytes = vals[om + blk]
-            self.energy_dyn += vals[oe + blk]
+                cs = max(self._hook_time(hook, tau, task, blk), task.vals[osr + blk])
+            nbytes = task.vals[om + blk]
+            self.energy_dyn += task.vals[oe + blk]
         else:  # a fused run of blocks: compute/SRAM roofline per block, one flow for all their bytes
             cs = nbytes = 0.0
             for b in range(blk, end):
-                x = vals[oc + b] if hook is None else self._hook_time(hook, tau, task, b)
-                y = vals[osr + b]
+                x = task.vals[oc + b] if hook is None else self._hook_time(hook, tau, task, b)
+                y = task.vals[osr + b]
                 cs += x if x > y else y
-                nbytes += vals[om + b]
-                self.energy_dyn += vals[oe + b]
+                nbytes += task.vals[om + b]
+                self.energy_dyn += task.vals[oe + b]
         prev = task.prev_chip
         if prev >= 0 and prev != c:
-            cs += self.chip_lat[prev][c] + 0.5 * vals[self.R_IO * nb + blk] / self.link_bps
+            cs += self.chip_lat[prev][c] + 0.5 * task.vals[self.R_IO * nb + blk] / self.link_bps
         self.seq += 1
         if nbytes <= 0.0:
             task.cs_open = True
@@ -1023,8 +1024,7 @@ class Engine:
 
     def _finish(self, part: _Part) -> None:
         c = part.chip
-        busy = self.busy
-        busy[c] = 0
+        self.busy[c] = 0
         self.run_task[c] = None
         self._load_add(c, -1)
         self.busy_s[c] += self.now - part.start
@@ -1034,7 +1034,7 @@ class Engine:
             self._dispatch(part)
         else:
             self._end_part(part)
-        if not busy[c] and (self.queues[c] or self.stealing):
+        if not self.busy[c] and (self.queues[c] or self.stealing):
             self._start_next(c)  # (advancing the batch may already have started a task here)
 
     # --------------------------------------------------------------------------------------------- bookkeeping
@@ -1193,6 +1193,9 @@ class Engine:
         self.busy = array("q", [0]) * self.nc  # 1 while a task runs on the chiplet
         self.busy_s = array("d", [0.0]) * self.nc
         self.queues = self.view.queues  # the view's own lists (the schedulers read them)
+        # Their bound append/popleft, looked up once: a call of a stored bound method skips the method lookup.
+        self.q_append = [q.append for q in self.queues]
+        self.q_popleft = [q.popleft for q in self.queues]
         self.load = self.view.load
         self.energy_dyn = 0.0
 
@@ -1252,5 +1255,6 @@ class Engine:
             st[m] += model.state_bytes[b]
         self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
         self.page_tokens = self.mem.page_tokens
+        self.mem_pages = self.mem.pages  # its dict of pages held (_ensure reads it typed, without two lookups)
         self.mem_int = [0.0] * nm
         self.mem_t = 0.0

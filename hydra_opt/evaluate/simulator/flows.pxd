@@ -4,51 +4,73 @@
 import cython
 
 cdef double _INF, _SLACK
-cdef bint _COMPILED
+cdef long long _HASH_MOD
 
 
+# final: no Python subclass can override a method, so every cpdef call is a direct C call (no dispatch check);
+# freelist: a finished flow's memory is reused by the next one (a flow per task); no_gc: a record is in no
+# reference cycle (it refers to its task, tuple and payload only), so the cyclic GC need not track it.
+@cython.final
+@cython.freelist(64)
+@cython.no_gc
 cdef class Flow:
-    cdef public object fid, task
+    cdef public object task
     cdef public tuple res
     cdef public double rem, rate, t_last, cap, lat, due
-    cdef public long long ver, stamp
-    cdef public Py_ssize_t hpos, roff
+    cdef public long long fid, ver
+    cdef public Py_ssize_t hpos, slot
 
 
+@cython.locals(f=Flow)
+cdef Flow _new_flow(long long fid, tuple res, double rem, double now, double cap, double lat, task)
+
+
+@cython.final
 cdef class EqualShareFlows:
     cdef public bint waterfill
-    cdef public list on, fl, bytes_done
+    cdef public list on, bytes_done, byslot
     cdef public Py_ssize_t n_links
     cdef public dict flows
     cdef public double[::1] cap, share, capsum, scratch
-    cdef public long long[::1] uncapped, changed
+    cdef public long long[::1] uncapped, changed, rcnt
     cdef public long long stamp
-    cdef public long long[::1] rpool, fslot
-    cdef public Py_ssize_t stride, nfree
+    cdef public long long[::1] rpool, fslot, rfl, rt, fstamp, fnres
+    cdef public double[::1] fcap, frate, fdue
+    cdef public Py_ssize_t stride, nfree, nslots, nrt
 
-    @cython.locals(changed="long long[::1]", fl=list, st="long long", i=Py_ssize_t, j=Py_ssize_t, n=Py_ssize_t,
-                   g=Flow, f=Flow, tie=bint, touched=set, flows=dict)
-    cdef void _retime_changed(self, Py_ssize_t nch, fid, double now, list out)
+    # (The typed arrays are read as self.x[i], not through local copies: a local memoryview costs an atomic
+    # acquire and release per call, as much as a short loop.)
+    @cython.locals(m=Py_ssize_t, st="long long", i=Py_ssize_t, r=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t,
+                   n=Py_ssize_t)
+    cdef void _retime_changed(self, Py_ssize_t nch, Flow new, double now)
 
-    @cython.locals(rate=cython.double, rem=cython.double, x=Py_ssize_t, share="double[::1]", rp="long long[::1]",
-                   i=Py_ssize_t)
-    cdef void _time(self, Flow f, double now, list out)
+    @cython.locals(i=Py_ssize_t, k=Py_ssize_t, t=cython.double)
+    cdef bint _tie(self, Py_ssize_t n) noexcept
 
-    @cython.locals(s=set, nch=Py_ssize_t, finite=bint, new=cython.double, out=list, r=Py_ssize_t, on=list, fl=list,
-                   share="double[::1]", capsum="double[::1]", uncapped="long long[::1]", changed="long long[::1]",
-                   waterfill=bint, f=Flow, rp="long long[::1]", off=Py_ssize_t)
-    cpdef list start(self, fid, tuple resources, double nbytes, double now, double cap_bps, double latency_s, task)
+    @cython.locals(touched=set, i=Py_ssize_t, n=Py_ssize_t, f=Flow, st="long long")
+    cdef void _order(self, Py_ssize_t nch, Flow new)
 
-    cpdef double _share(self, Py_ssize_t r)
+    # Re-times a slot's flow: C arrays only, unless its rate changed.
+    @cython.locals(rate=cython.double, rem=cython.double, x=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t, f=Flow)
+    cdef void _time(self, Py_ssize_t j, double now)
 
-    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps="double[::1]", on_r=list, g=Flow,
-                   lo=cython.double, hi=cython.double, first=bint, m=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t)
-    cpdef double _level(self, Py_ssize_t r)
+    cpdef Py_ssize_t start(self, long long fid, tuple resources, double nbytes, double now, double cap_bps, double latency_s,
+                           task) except -1
 
-    @cython.locals(c=cython.double, x=Py_ssize_t, share="double[::1]", rp="long long[::1]", i=Py_ssize_t)
-    cdef double _avail(self, Flow f, Py_ssize_t r)
+    @cython.locals(nch=Py_ssize_t, finite=bint, new=cython.double, r=Py_ssize_t, on=list, s=set, m=Py_ssize_t,
+                   waterfill=bint, off=Py_ssize_t, cap_bps=cython.double, resources=tuple, j=Py_ssize_t)
+    cdef Py_ssize_t _open(self, Flow f, double now) except -1
 
-    @cython.locals(s=set, nch=Py_ssize_t, finite=bint, new=cython.double, out=list, r=Py_ssize_t, on=list, fl=list,
-                   share="double[::1]", cap="double[::1]", capsum="double[::1]", uncapped="long long[::1]",
-                   changed="long long[::1]", waterfill=bint, lst=list, i=Py_ssize_t)
-    cpdef list finish(self, Flow f, double now)
+    # C-only (not callable from Python): the water-filling levels are half of a flow start's cost.
+    cdef double _share(self, Py_ssize_t r)
+
+    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps="double[::1]", lo=cython.double,
+                   hi=cython.double, m=Py_ssize_t, k=Py_ssize_t, i=Py_ssize_t, base=Py_ssize_t)
+    cdef double _level(self, Py_ssize_t r)
+
+    @cython.locals(c=cython.double, x=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t)
+    cdef double _avail(self, Py_ssize_t j, Py_ssize_t r) noexcept
+
+    @cython.locals(nch=Py_ssize_t, finite=bint, new=cython.double, r=Py_ssize_t, on=list, s=set, m=Py_ssize_t,
+                   waterfill=bint, j=Py_ssize_t, base=Py_ssize_t, n=Py_ssize_t, k=Py_ssize_t)
+    cpdef Py_ssize_t finish(self, Flow f, double now) except -1

@@ -1,4 +1,4 @@
-# cython: boundscheck=False, wraparound=False
+# cython: boundscheck=False, wraparound=False, initializedcheck=False
 # (Compiled only. Every index here is in range by construction and never negative — heap slots below the heap
 # size, resource/chiplet/block/request ids, guarded -1 sentinels — so the per-access checks are dropped: -8 % of
 # the static+elastic loop's instructions. An indexing bug would no longer raise IndexError: the pure-Python
@@ -28,12 +28,14 @@ looking at its flows (the per-resource sum of finite caps and count of uncapped 
 Flows are re-timed only when the share of one of their resources changed. Both shortcuts give the same rates as
 the full computation.
 
-Each resource keeps its flows twice: as records in a list (what the levels and the re-timing walk, without a
-set or dict per visit) and as a set of flow ids. The re-timed flows get consecutive event sequence numbers, so
-their order matters only among flows delivered at the same instant: it is the iteration order of the union of
-the id sets of the resources whose share changed (the order of the original set-based model). The lists give
-the re-timed flows in another order; only when two of them have equal delivery times is that set built and the
-order taken from it (see :meth:`EqualShareFlows._retime_changed`).
+Each resource keeps its flows twice: as slot numbers in a row of a C array (what the levels and the re-timing
+walk, without a Python object per visit) and as a set of records hashed by flow id. The re-timed flows get
+consecutive event sequence numbers, so their order matters only among flows delivered at the same instant: it is
+the iteration order of the union of the sets of the resources whose share changed (the order of the original
+model's sets of flow ids; a record hashes as its id, so the sets iterate alike). The rows give the re-timed flows
+in another order; only when two of them have equal delivery times is that union built and the order taken from
+it (see :meth:`EqualShareFlows._retime_changed`). So a row's own order never matters (a level sorts the caps;
+re-timing reads shares already set): a flow leaves its row by a swap with the last entry.
 """
 
 from __future__ import annotations
@@ -43,12 +45,7 @@ from array import array
 __all__ = ["EqualShareFlows", "Flow"]
 
 _INF = float("inf")
-try:  # True only inside the Cython-compiled module (setup.py)
-    import cython
-
-    _COMPILED = cython.compiled
-except ImportError:
-    _COMPILED = False
+_HASH_MOD = (1 << 61) - 1  # CPython's int hash modulus (sys.hash_info.modulus on 64-bit builds)
 # The shortcut is taken only when the caps fit with a margin, so incremental rounding of the sum cannot flip it.
 _SLACK = 1.0 - 1e-9
 
@@ -57,7 +54,7 @@ class Flow:
     """One active flow: a typed record (a C struct when compiled, see flows.pxd) instead of a list.
 
     Attributes:
-        fid: Flow id (an int; sets of ids give the order in which flows due at the same instant are re-timed).
+        fid: Flow id (an int; its hash is the record's, see :meth:`__hash__`).
         res: Resource ids it crosses.
         rem: Bytes left at ``t_last``.
         rate: Current rate, bytes/s (0 until first timed).
@@ -67,31 +64,47 @@ class Flow:
         lat: Delivery latency added to the drain time, s.
         due: Delivery time at the current rate, s.
         task: The caller's payload (the engine's task).
-        hpos: The compiled engine's event-heap slot of its delivery event (-1: none; the engine's to keep).
-        stamp: The flow model's mark (the last re-timing pass that visited it).
-        roff: Where its resource ids start in the flow model's ``rpool`` (``len(res)`` of them).
+        hpos: The compiled engine's event slot of its delivery event (-1: none; the engine's to keep).
+        slot: Its slot in the flow model's per-flow arrays while active (see :class:`EqualShareFlows`).
+
+    Built by :func:`_new_flow`, not by calling the class: compiled, that is a C call with C doubles instead of a
+    Python call boxing every argument.
     """
 
-    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos", "stamp", "roff")
+    __slots__ = ("fid", "res", "rem", "rate", "t_last", "ver", "cap", "lat", "due", "task", "hpos", "slot")
 
-    def __init__(self, fid, res, rem, now, cap, lat, task):
-        self.fid = fid
-        self.res = res
-        self.rem = rem
-        self.rate = 0.0
-        self.t_last = now
-        self.ver = 0
-        self.cap = cap
-        self.lat = lat
-        self.due = 0.0
-        self.task = task
-        self.hpos = -1
-        self.stamp = 0
-        self.roff = 0
+    def __hash__(self) -> int:
+        """The hash of its id: a set of records then iterates in the order of the set of their ids (the order of
+        flows due at the same instant, see the module docstring), without an int object per flow. (Equality stays
+        identity: two active records never share an id.)"""
+        return self.fid if 0 <= self.fid < _HASH_MOD else hash(self.fid)  # an int in [0, 2**61 - 1): itself
+
+
+def _new_flow(fid, res: tuple, rem: float, now: float, cap: float, lat: float, task) -> Flow:
+    """A fresh :class:`Flow` (see its docstring)."""
+    f = Flow.__new__(Flow)
+    f.fid = fid
+    f.res = res
+    f.rem = rem
+    f.rate = 0.0
+    f.t_last = now
+    f.ver = 0
+    f.cap = cap
+    f.lat = lat
+    f.due = 0.0
+    f.task = task
+    f.hpos = -1
+    f.slot = -1
+    return f
 
 
 class EqualShareFlows:
     """Active flows and their rates (see the module docstring).
+
+    Every active flow holds a *slot*: its number in per-slot typed arrays (own cap, rate, visit mark, resource
+    ids) and in :attr:`byslot`. A resource lists its flows as slot numbers in its row of :attr:`rfl`, so the levels
+    and the re-timing walk C arrays (compiled) and fetch a :class:`Flow` only for a flow whose rate changed.
+    :meth:`start` and :meth:`finish` leave the slots of the re-timed flows in :attr:`rt` and return how many.
 
     Args:
         caps_bps: Capacity of every resource, bytes/s.
@@ -99,100 +112,133 @@ class EqualShareFlows:
     """
 
     def __init__(self, caps_bps: list[float], n_links: int, *, waterfill: bool = False) -> None:
+        nr = len(caps_bps)
         self.waterfill = waterfill
         # Per-resource numbers in typed arrays (C doubles when compiled; the same IEEE values as Python floats).
         self.cap = array("d", [float(x) for x in caps_bps])
-        self.on: list[set[int]] = [set() for _ in caps_bps]  # flow ids per resource (the re-timing order on ties)
-        self.fl: list[list[Flow]] = [[] for _ in caps_bps]  # the same flows' records per resource
+        self.on: list[set[Flow]] = [set() for _ in caps_bps]  # records per resource (the re-timing order on ties)
         self.share = array("d", self.cap)  # current share of each resource (its capacity when idle)
         self.n_links = n_links
-        self.flows: dict[int, Flow] = {}  # active flows by id
-        self.bytes_done = [0.0] * len(caps_bps)
+        self.flows: dict[int, Flow] = {}  # active flows of :meth:`add` by id (the engine keeps its records itself)
+        self.bytes_done = [0.0] * nr
         # Per resource: sum of the finite own caps of its flows, and how many flows have no finite cap.
-        self.capsum = array("d", [0.0] * len(caps_bps))
-        self.uncapped = array("q", [0] * len(caps_bps))
+        self.capsum = array("d", [0.0] * nr)
+        self.uncapped = array("q", [0] * nr)
         self.scratch = array("d", [0.0]) * 16  # _level's sorted caps
-        self.changed = array("q", [0]) * max(1, len(caps_bps))  # resources whose share changed in this start/finish
-        self.stamp = 0  # last mark given to flows (Flow.stamp)
-        # Each active flow's resource ids as C integers (compiled: the levels read them without converting the
-        # tuple's ints): a slot of `stride` entries per flow (a flow crosses a resource at most once); free slots on
-        # a stack.
-        self.stride = max(1, len(caps_bps))
-        self.rpool = array("q", [0]) * (16 * self.stride)
-        self.fslot = array("q", range(16))
-        self.nfree = 16
+        self.changed = array("q", [0]) * max(1, nr)  # resources whose share changed in this start/finish
+        self.stamp = 0  # last visit mark given to slots (fstamp)
+        # A flow crosses a resource at most once: `stride` resource ids per slot in rpool.
+        self.stride = max(1, nr)
+        self.rcnt = array("q", [0]) * max(1, nr)  # flows per resource (row r of rfl holds their slots)
+        self.nslots = 0
+        self.nfree = 0
+        self.nrt = 0
+        self.byslot: list = []  # the Flow of each slot (None: free)
+        self._grow_slots()
 
-    def _retime_changed(self, nch: int, fid, now: float, out: list) -> None:
-        """Re-time every flow on the ``nch`` resources in ``self.changed`` (each once, marked by a stamp) and ``fid``'s
-        flow if active; the order of ``out`` is then that of the union of their id sets (see the module docstring)."""
-        changed = self.changed
-        fl = self.fl
-        self.stamp += 1
-        st = self.stamp
-        for i in range(nch):
-            for g in fl[changed[i]]:
-                if g.stamp != st:
-                    g.stamp = st
-                    self._time(g, now, out)
-        n = len(out)
-        if n < 2:
-            return
-        # Order matters only among equal delivery times (consecutive sequence numbers otherwise never compare).
-        tie = False
-        for i in range(1, n):
-            f = out[i]
-            for j in range(i):
-                g = out[j]
-                if g.due == f.due:
-                    tie = True
-                    break
-            if tie:
-                break
-        if not tie:
-            return
-        touched: set[int] = set()
-        for i in range(nch):
-            touched |= self.on[changed[i]]
-        if fid is not None:
-            touched.add(fid)
-        self.stamp += 1
-        st = self.stamp
-        for f in out:
-            f.stamp = st
-        flows = self.flows
-        del out[:]
-        for k in touched:
-            f = flows[k]
-            if f.stamp == st:
-                out.append(f)
+    def _grow_slots(self) -> None:
+        """Double the slots (new arrays: a buffer in use by a memoryview cannot be resized); rfl's rows widen."""
+        n = self.nslots
+        m = max(16, 2 * n)
+        nr = self.stride
 
-    def _time(self, f: Flow, now: float, out: list) -> None:
-        """Re-time ``f`` at the minimum of its resources' shares and its cap; appended to ``out`` if it changed."""
-        share = self.share
-        rate = _INF  # min over its resources' shares
-        if _COMPILED:
-            rp = self.rpool
-            for i in range(f.roff, f.roff + len(f.res)):
-                x = rp[i]
-                if share[x] < rate:
-                    rate = share[x]
+        def grown(old, code: str, width: int):
+            a = array(code, [0]) * (m * width)
+            for i in range(n * width):
+                a[i] = old[i]
+            return a
+
+        if n:
+            rpool, fcap, frate, fstamp, fnres, fdue = (self.rpool, self.fcap, self.frate, self.fstamp, self.fnres,
+                                                       self.fdue)
+            rfl = array("q", [0]) * (m * nr)
+            for r in range(nr):  # row r: rcnt[r] slots at r * nslots
+                for k in range(self.rcnt[r]):
+                    rfl[r * m + k] = self.rfl[r * n + k]
         else:
-            for x in f.res:
-                if share[x] < rate:
-                    rate = share[x]
-        if f.cap < rate:
-            rate = f.cap
-        if rate == f.rate:
+            rpool = fcap = frate = fstamp = fnres = fdue = array("q")
+            rfl = array("q", [0]) * (m * nr)
+        self.rpool = grown(rpool, "q", nr)
+        self.fcap, self.frate, self.fdue = grown(fcap, "d", 1), grown(frate, "d", 1), grown(fdue, "d", 1)
+        self.fstamp, self.fnres = grown(fstamp, "q", 1), grown(fnres, "q", 1)
+        self.rfl = rfl
+        self.byslot += [None] * (m - n)
+        self.rt = array("q", [0]) * m  # slots re-timed by the last start/finish (each once)
+        self.fslot = array("q", range(m - 1, n - 1, -1)) + array("q", [0]) * n  # free slots, slot n on top
+        self.nfree = m - n
+        self.nslots = m
+
+    def _retime_changed(self, nch: int, new, now: float) -> None:
+        """Re-time every flow on the ``nch`` resources in ``self.changed`` (each once, marked by a stamp) into
+        ``rt``; their order is then that of the union of their sets and the ``new`` flow's record (if not None; see
+        the module docstring)."""
+        m = self.nslots
+        self.stamp += 1
+        st = self.stamp
+        for i in range(nch):
+            r = self.changed[i]
+            for k in range(r * m, r * m + self.rcnt[r]):
+                j = self.rfl[k]
+                if self.fstamp[j] != st:
+                    self.fstamp[j] = st
+                    self._time(j, now)
+        n = self.nrt
+        if n >= 2 and self._tie(n):
+            self._order(nch, new)
+
+    def _tie(self, n: int) -> bool:
+        """Two of the ``n`` re-timed flows due at the same instant (otherwise their order never matters: their
+        consecutive sequence numbers never compare)."""
+        for i in range(1, n):
+            t = self.fdue[self.rt[i]]
+            for k in range(i):
+                if self.fdue[self.rt[k]] == t:
+                    return True
+        return False
+
+    def _order(self, nch: int, new) -> None:
+        """Put ``rt`` in the iteration order of the union of the changed resources' sets (and ``new``)."""
+        touched: set[Flow] = set()
+        for i in range(nch):
+            touched |= self.on[self.changed[i]]
+        if new is not None:
+            touched.add(new)
+        self.stamp += 1  # marks the re-timed slots (rt is a subset of touched)
+        st = self.stamp
+        for i in range(self.nrt):
+            self.fstamp[self.rt[i]] = st
+        n = 0
+        for f in touched:
+            if self.fstamp[f.slot] == st:
+                self.rt[n] = f.slot
+                n += 1
+
+    def _time(self, j: int, now: float) -> None:
+        """Re-time slot ``j``'s flow at the minimum of its resources' shares and its cap; added to ``rt`` if its
+        rate changed."""
+        rate = _INF  # min over its resources' shares
+        off = j * self.stride
+        for i in range(off, off + self.fnres[j]):
+            x = self.rpool[i]
+            if self.share[x] < rate:
+                rate = self.share[x]
+        if self.fcap[j] < rate:
+            rate = self.fcap[j]
+        if rate == self.frate[j]:
             return  # its bottleneck share did not change: its delivery event stays valid
+        f = self.byslot[j]
         rem = f.rem - f.rate * (now - f.t_last)
         if rem <= 0.0 and f.rate > 0.0:
             return  # already drained, only waiting for delivery: nothing to re-time
         f.rem = rem if rem > 0.0 else 0.0
         f.rate = rate
+        self.frate[j] = rate
         f.t_last = now
         f.ver += 1
         f.due = now + f.rem / rate + f.lat
-        out.append(f)
+        self.fdue[j] = f.due
+        self.rt[self.nrt] = j
+        self.nrt += 1
 
     def add(
         self, fid: int, resources: tuple[int, ...], nbytes: float, now: float, cap_bps: float = float("inf"),
@@ -209,50 +255,61 @@ class EqualShareFlows:
             latency_s: Path latency added to the drain time to give the delivery time, s. The flow keeps its share
                 until delivery (a few ns longer than strictly needed; it saves one event per flow).
         """
-        return [(f.due, f.fid, f.ver) for f in self.start(fid, tuple(resources), float(nbytes), now, cap_bps,
-                                                          latency_s, None)]
+        f = _new_flow(fid, tuple(resources), float(nbytes), now, float(cap_bps), float(latency_s), None)
+        self.flows[fid] = f
+        return self._timed(self._open(f, now))
+
+    def _timed(self, n: int) -> list[tuple[float, int, int]]:
+        """``(due, fid, ver)`` of the ``n`` flows in ``rt``."""
+        return [(f.due, f.fid, f.ver) for f in (self.byslot[self.rt[i]] for i in range(n))]
 
     def start(self, fid, resources: tuple, nbytes: float, now: float, cap_bps: float, latency_s: float,
-              task) -> list:
-        """:meth:`add` for the engine: returns the re-timed :class:`Flow` records (``due``, ``ver`` set)."""
-        on = self.on
-        fl = self.fl
-        share = self.share
-        changed = self.changed
-        f = Flow(fid, resources, nbytes, now, cap_bps, latency_s, task)
-        self.flows[fid] = f
+              task) -> int:
+        """:meth:`add` for the engine: returns how many flows were (re-)timed, the new one included; their slots are
+        in ``rt`` (their records in :attr:`byslot`, ``due`` and ``ver`` set). The engine keeps the new record (in
+        its delivery event): it is not in :attr:`flows`."""
+        return self._open(_new_flow(fid, resources, nbytes, now, cap_bps, latency_s, task), now)
+
+    def _open(self, f: Flow, now: float) -> int:
+        """Add the new flow ``f`` to its resources and re-time every flow whose rate changed (see :meth:`start`)."""
         if not self.nfree:
             self._grow_slots()
         self.nfree -= 1
-        off = f.roff = self.fslot[self.nfree] * self.stride
-        rp = self.rpool
+        j = f.slot = self.fslot[self.nfree]
+        self.byslot[j] = f
+        cap_bps = self.fcap[j] = f.cap
+        self.frate[j] = 0.0
+        self.fstamp[j] = 0
+        resources = f.res
+        self.fnres[j] = len(resources)
+        off = j * self.stride
         for r in resources:  # all before the levels below read them
-            rp[off] = r
+            self.rpool[off] = r
             off += 1
+        on, m = self.on, self.nslots
         nch = 0  # resources whose share changed
         finite = cap_bps < _INF
         waterfill = self.waterfill
-        capsum = self.capsum
-        uncapped = self.uncapped
         for r in resources:
             s = on[r]
-            s.add(fid)
-            fl[r].append(f)
+            s.add(f)
+            self.rfl[r * m + self.rcnt[r]] = j
+            self.rcnt[r] += 1
             if finite:
-                capsum[r] += cap_bps
+                self.capsum[r] += cap_bps
             else:
-                uncapped[r] += 1
-            new = self._share(r) if waterfill else self.cap[r] / len(s)
-            if new != share[r]:
-                share[r] = new
-                changed[nch] = r
+                self.uncapped[r] += 1
+            new = self._share(r) if waterfill else self.cap[r] / self.rcnt[r]
+            if new != self.share[r]:
+                self.share[r] = new
+                self.changed[nch] = r
                 nch += 1
-        out: list = []
+        self.nrt = 0
         if nch == 0:  # no share changed: only the new flow is timed
-            self._time(f, now, out)
+            self._time(j, now)
         else:
-            self._retime_changed(nch, fid, now, out)
-        return out
+            self._retime_changed(nch, f, now)
+        return self.nrt
 
     def _share(self, r: int) -> float:
         """Water-filling level of ``r``; its capacity outright when its flows' caps fit (not a bottleneck)."""
@@ -263,22 +320,15 @@ class EqualShareFlows:
     def _level(self, r: int) -> float:
         """Water-filling level of resource ``r``: flows whose own cap is below it get their cap, the others
         share the rest equally (max-min fairness on this resource alone)."""
-        on_r = self.fl[r]
-        if len(on_r) == 1:
+        m = self.rcnt[r]
+        if m == 1:
             return self.cap[r]  # a lone flow may take the whole resource (its rate is capped elsewhere if need be)
-        if len(on_r) == 2:  # the common case, without a list: the loop below on the two caps in sorted order
-            lo = hi = 0.0
-            first = True
-            for g in on_r:
-                c = self._avail(g, r)
-                if first:
-                    lo = c
-                    first = False
-                elif c < lo:
-                    hi = lo
-                    lo = c
-                else:
-                    hi = c
+        base = r * self.nslots
+        if m == 2:  # the common case, without a buffer: the loop below on the two caps in sorted order
+            lo = self._avail(self.rfl[base], r)
+            hi = self._avail(self.rfl[base + 1], r)
+            if hi < lo:
+                lo, hi = hi, lo
             left = self.cap[r]
             if lo * 2 <= left:
                 left -= lo
@@ -288,23 +338,20 @@ class EqualShareFlows:
             return left / 2
         # The caps in ascending order in a scratch buffer (an insertion sort: a few flows, C doubles when compiled;
         # equal values are equal floats, so any correct sort gives the same sequence and the same level).
-        m = len(on_r)
         if len(self.scratch) < m:
             self.scratch = array("d", [0.0]) * (2 * m)
         caps = self.scratch
-        k = 0
-        for g in on_r:
-            c = self._avail(g, r)
-            j = k
-            while j > 0 and caps[j - 1] > c:
-                caps[j] = caps[j - 1]
-                j -= 1
-            caps[j] = c
-            k += 1
+        for k in range(m):
+            c = self._avail(self.rfl[base + k], r)
+            i = k
+            while i > 0 and caps[i - 1] > c:
+                caps[i] = caps[i - 1]
+                i -= 1
+            caps[i] = c
         left = self.cap[r]
         n = m
-        for j in range(m):
-            c = caps[j]
+        for k in range(m):
+            c = caps[k]
             if c * n <= left:
                 left -= c
                 n -= 1
@@ -312,21 +359,15 @@ class EqualShareFlows:
                 break
         return left / n if n else self.cap[r]
 
-    def _avail(self, f: Flow, r: int) -> float:
-        """What flow ``f`` can take at most on resource ``r``: its own cap and the shares of its other resources
-        (one-step propagation)."""
-        share = self.share
-        c = f.cap
-        if _COMPILED:
-            rp = self.rpool
-            for i in range(f.roff, f.roff + len(f.res)):
-                x = rp[i]
-                if x != r and share[x] < c:
-                    c = share[x]
-        else:
-            for x in f.res:
-                if x != r and share[x] < c:
-                    c = share[x]
+    def _avail(self, j: int, r: int) -> float:
+        """What slot ``j``'s flow can take at most on resource ``r``: its own cap and the shares of its other
+        resources (one-step propagation)."""
+        c = self.fcap[j]
+        off = j * self.stride
+        for i in range(off, off + self.fnres[j]):
+            x = self.rpool[i]
+            if x != r and self.share[x] < c:
+                c = self.share[x]
         return c
 
     def version(self, fid: int) -> int:
@@ -336,60 +377,47 @@ class EqualShareFlows:
 
     def drain(self, fid: int, now: float) -> list[tuple[float, int, int]]:
         """Remove a drained flow; returns re-timed ``(drain time, fid, version)`` of the flows that sped up."""
-        return [(f.due, f.fid, f.ver) for f in self.finish(self.flows[fid], now)]
+        return self._timed(self.finish(self.flows.pop(fid), now))
 
-    def finish(self, f: Flow, now: float) -> list:
-        """:meth:`drain` for the engine: removes ``f`` (its ``ver`` becomes -1); returns the re-timed flows."""
-        fid = f.fid
-        del self.flows[fid]
+    def finish(self, f: Flow, now: float) -> int:
+        """:meth:`drain` for the engine: removes ``f`` (its ``ver`` becomes -1); returns how many flows were
+        re-timed (their slots in ``rt``)."""
         f.ver = -1
-        on = self.on
-        fl = self.fl
-        share = self.share
-        cap = self.cap
-        changed = self.changed
+        j = f.slot
+        on, m = self.on, self.nslots
         nch = 0  # resources whose share changed
         finite = f.cap < _INF
         waterfill = self.waterfill
-        capsum = self.capsum
-        uncapped = self.uncapped
         for r in f.res:
             s = on[r]
-            s.discard(fid)
-            lst = fl[r]
-            for i in range(len(lst)):  # by identity: list.remove would first try == on every record before f
-                if lst[i] is f:
-                    del lst[i]
+            s.discard(f)
+            base = r * m
+            n = self.rcnt[r] - 1
+            for k in range(base, base + n + 1):
+                if self.rfl[k] == j:
+                    self.rfl[k] = self.rfl[base + n]  # the last in its place: a row's order never matters (docstring)
                     break
+            self.rcnt[r] = n
             if finite:
-                capsum[r] = capsum[r] - f.cap if s else 0.0  # reset when idle: no drift from repeated +/-
+                self.capsum[r] = self.capsum[r] - f.cap if n else 0.0  # reset when idle: no drift from repeated +/-
             else:
-                uncapped[r] -= 1
-            if not s:
-                new = cap[r]
+                self.uncapped[r] -= 1
+            if not n:
+                new = self.cap[r]
             else:
-                new = self._share(r) if waterfill else cap[r] / len(s)
-            if new != share[r]:
-                share[r] = new
-                changed[nch] = r
+                new = self._share(r) if waterfill else self.cap[r] / n
+            if new != self.share[r]:
+                self.share[r] = new
+                self.changed[nch] = r
                 nch += 1
-        self.fslot[self.nfree] = f.roff // self.stride
+        self.byslot[j] = None
+        f.slot = -1
+        self.fslot[self.nfree] = j
         self.nfree += 1
-        out: list = []
+        self.nrt = 0
         if nch:
-            self._retime_changed(nch, None, now, out)
-        return out
-
-    def _grow_slots(self) -> None:
-        """Double the resource-id slots (new arrays: a buffer in use by a memoryview cannot be resized)."""
-        n = len(self.fslot)
-        rp = array("q", [0]) * (2 * n * self.stride)
-        old = self.rpool
-        for i in range(n * self.stride):
-            rp[i] = old[i]
-        self.rpool = rp
-        self.fslot = array("q", range(n, 2 * n)) + array("q", [0]) * n
-        self.nfree = n
+            self._retime_changed(nch, None, now)
+        return self.nrt
 
     def account(self, resources: tuple[int, ...], nbytes: float) -> None:
         """Record ``nbytes`` carried over ``resources`` (called once per flow)."""
