@@ -497,6 +497,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replica-jitter", type=float, default=None,
                     help="simulate (and score) the load runs again on the same stream at rates 1 + J as high")
     args = ap.parse_args(argv)
+    for name, given, known in (("--models", args.models, SPACES), ("--datasets", args.datasets, DATASETS),
+                               ("--policies", args.policies, POLICIES)):
+        bad = [x for x in given.split(",") if x not in known]
+        if bad:
+            ap.error(f"{name}: unknown {', '.join(bad)} (allowed: {', '.join(known)})")
+    if not args.out or Path(args.out).name != args.out or args.out.startswith("."):
+        ap.error(f"--out: a plain file name under {RESULTS.relative_to(ROOT)}, got {args.out!r}")
+    if args.n_designs < 1 or (args.limit is not None and args.limit < 1):
+        ap.error("--n-designs and --limit: at least 1")
+    shard = args.shard.split("/")
+    if len(shard) != 2 or not all(x.isdigit() for x in shard) or not int(shard[0]) < int(shard[1]):
+        ap.error(f"--shard: i/k with 0 <= i < k, got {args.shard!r}")
+    if args.replica_jitter is not None and not (math.isfinite(args.replica_jitter) and args.replica_jitter > -1.0):
+        ap.error(f"--replica-jitter: a finite number > -1, got {args.replica_jitter!r}")
+    if args.replica_capacity and args.replica_seed is None:
+        ap.error("--replica-capacity: needs --replica-seed")
     s = settings()
     limit = min(args.limit or args.n_designs, args.n_designs)
     todo = jobs(args.models.split(","), args.datasets.split(","), args.policies.split(","), limit, args.n_designs,
