@@ -10,6 +10,8 @@ cdef long long _HASH_MOD
 # final: no Python subclass can override a method, so every cpdef call is a direct C call (no dispatch check);
 # freelist: a finished flow's memory is reused by the next one (a flow per task); no_gc: a record is in no
 # reference cycle (it refers to its task, tuple and payload only), so the cyclic GC need not track it.
+# (freelist and no_gc act only through the decorators on the class in flows.py, marked @cython.cclass there;
+# here Cython ignores them.)
 @cython.final
 @cython.freelist(64)
 @cython.no_gc

@@ -42,6 +42,13 @@ from __future__ import annotations
 
 from array import array
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed: the class decorators below do nothing
+    from types import SimpleNamespace as _NS
+
+    cython = _NS(cclass=lambda c: c, final=lambda c: c, no_gc=lambda c: c, freelist=lambda n: lambda c: c)
+
 __all__ = ["EqualShareFlows", "Flow"]
 
 _INF = float("inf")
@@ -50,6 +57,12 @@ _HASH_MOD = (1 << 61) - 1  # CPython's int hash modulus (sys.hash_info.modulus o
 _SLACK = 1.0 - 1e-9
 
 
+# freelist and no_gc (see flows.pxd) take effect only here, on a class marked cclass in the .py: on the .pxd
+# declaration alone Cython ignores them (each flow was allocated, GC-tracked and freed).
+@cython.freelist(64)
+@cython.no_gc
+@cython.final
+@cython.cclass
 class Flow:
     """One active flow: a typed record (a C struct when compiled, see flows.pxd) instead of a list.
 
