@@ -10,6 +10,8 @@ cdef long long _HASH_MOD
 # final: no Python subclass can override a method, so every cpdef call is a direct C call (no dispatch check);
 # freelist: a finished flow's memory is reused by the next one (a flow per task); no_gc: a record is in no
 # reference cycle (it refers to its task, tuple and payload only), so the cyclic GC need not track it.
+# (freelist and no_gc act only through the decorators on the class in flows.py, marked @cython.cclass there;
+# here Cython ignores them.)
 @cython.final
 @cython.freelist(64)
 @cython.no_gc
@@ -31,7 +33,7 @@ cdef class EqualShareFlows:
     cdef public list on, bytes_done, byslot
     cdef public Py_ssize_t n_links
     cdef public dict flows
-    cdef public double[::1] cap, share, capsum, scratch
+    cdef public double[::1] cap, share, capsum, scratch, oldsh
     cdef public long long[::1] uncapped, changed, rcnt
     cdef public long long stamp
     cdef public long long[::1] rpool, fslot, rfl, rt, fstamp, fnres
@@ -41,7 +43,7 @@ cdef class EqualShareFlows:
     # (The typed arrays are read as self.x[i], not through local copies: a local memoryview costs an atomic
     # acquire and release per call, as much as a short loop.)
     @cython.locals(m=Py_ssize_t, st="long long", i=Py_ssize_t, r=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t,
-                   n=Py_ssize_t)
+                   n=Py_ssize_t, thr=cython.double)
     cdef void _retime_changed(self, Py_ssize_t nch, Flow new, double now)
 
     @cython.locals(i=Py_ssize_t, k=Py_ssize_t, t=cython.double)
@@ -62,11 +64,12 @@ cdef class EqualShareFlows:
     cdef Py_ssize_t _open(self, Flow f, double now) except -1
 
     # C-only (not callable from Python): the water-filling levels are half of a flow start's cost.
-    cdef double _share(self, Py_ssize_t r)
+    # except? -1: a level is never negative, so a call checks for an error only on -1 (not PyErr_Occurred every time).
+    cdef double _share(self, Py_ssize_t r) except? -1
 
     @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps="double[::1]", lo=cython.double,
                    hi=cython.double, m=Py_ssize_t, k=Py_ssize_t, i=Py_ssize_t, base=Py_ssize_t)
-    cdef double _level(self, Py_ssize_t r)
+    cdef double _level(self, Py_ssize_t r) except? -1
 
     @cython.locals(c=cython.double, x=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t)
     cdef double _avail(self, Py_ssize_t j, Py_ssize_t r) noexcept

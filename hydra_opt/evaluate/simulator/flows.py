@@ -42,6 +42,13 @@ from __future__ import annotations
 
 from array import array
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed: the class decorators below do nothing
+    from types import SimpleNamespace as _NS
+
+    cython = _NS(cclass=lambda c: c, final=lambda c: c, no_gc=lambda c: c, freelist=lambda n: lambda c: c)
+
 __all__ = ["EqualShareFlows", "Flow"]
 
 _INF = float("inf")
@@ -50,6 +57,12 @@ _HASH_MOD = (1 << 61) - 1  # CPython's int hash modulus (sys.hash_info.modulus o
 _SLACK = 1.0 - 1e-9
 
 
+# freelist and no_gc (see flows.pxd) take effect only here, on a class marked cclass in the .py: on the .pxd
+# declaration alone Cython ignores them (each flow was allocated, GC-tracked and freed).
+@cython.freelist(64)
+@cython.no_gc
+@cython.final
+@cython.cclass
 class Flow:
     """One active flow: a typed record (a C struct when compiled, see flows.pxd) instead of a list.
 
@@ -126,6 +139,7 @@ class EqualShareFlows:
         self.uncapped = array("q", [0] * nr)
         self.scratch = array("d", [0.0]) * 16  # _level's sorted caps
         self.changed = array("q", [0]) * max(1, nr)  # resources whose share changed in this start/finish
+        self.oldsh = array("d", [0.0]) * max(1, nr)  # their shares before the change
         self.stamp = 0  # last visit mark given to slots (fstamp)
         # A flow crosses a resource at most once: `stride` resource ids per slot in rpool.
         self.stride = max(1, nr)
@@ -171,15 +185,28 @@ class EqualShareFlows:
     def _retime_changed(self, nch: int, new, now: float) -> None:
         """Re-time every flow on the ``nch`` resources in ``self.changed`` (each once, marked by a stamp) into
         ``rt``; their order is then that of the union of their sets and the ``new`` flow's record (if not None; see
-        the module docstring)."""
+        the module docstring).
+
+        A flow whose rate is below both the old and the new share of a changed resource is not limited by it before
+        or after: it is skipped there (not marked), since its rate is the minimum of its resources' shares and cap
+        (every flow not yet drained is re-timed whenever one of them changes); a change of another of its resources
+        visits it there. The new flow (rate 0 until timed) is timed first. ``rt``'s order never matters but on ties
+        (see :meth:`_order`)."""
         m = self.nslots
         self.stamp += 1
         st = self.stamp
+        if new is not None:
+            j = new.slot
+            self.fstamp[j] = st
+            self._time(j, now)
         for i in range(nch):
             r = self.changed[i]
+            thr = self.oldsh[i]
+            if self.share[r] < thr:
+                thr = self.share[r]
             for k in range(r * m, r * m + self.rcnt[r]):
                 j = self.rfl[k]
-                if self.fstamp[j] != st:
+                if self.fstamp[j] != st and self.frate[j] >= thr:
                     self.fstamp[j] = st
                     self._time(j, now)
         n = self.nrt
@@ -301,6 +328,7 @@ class EqualShareFlows:
                 self.uncapped[r] += 1
             new = self._share(r) if waterfill else self.cap[r] / self.rcnt[r]
             if new != self.share[r]:
+                self.oldsh[nch] = self.share[r]
                 self.share[r] = new
                 self.changed[nch] = r
                 nch += 1
@@ -407,6 +435,7 @@ class EqualShareFlows:
             else:
                 new = self._share(r) if waterfill else self.cap[r] / n
             if new != self.share[r]:
+                self.oldsh[nch] = self.share[r]
                 self.share[r] = new
                 self.changed[nch] = r
                 nch += 1
