@@ -471,8 +471,8 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
             adm = _fcfs_admissions(arr, leave, cap_n)
         leave = _departures(_first_tokens(adm, pre_n, h_pre, q_pre), s_q, grid, clock, tau)
         adm_sorted, leave_sorted = np.sort(adm), np.sort(leave.ravel())
-        running = (np.searchsorted(adm_sorted, grid, side="right")
-                   - np.searchsorted(leave_sorted, grid, side="right") / s_q.size)
+        admitted = np.searchsorted(adm_sorted, grid, side="right")  # admitted by each grid time
+        running = admitted - np.searchsorted(leave_sorted, grid, side="right") / s_q.size
         others = np.maximum(np.searchsorted(adm_sorted, adm, side="left")  # running when each is admitted
                             - np.searchsorted(leave_sorted, adm, side="right") / s_q.size, 0.0)
         if not si.chunked:
@@ -481,9 +481,10 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
             d_all = sm.batch_curve(running, lam, d_run)
         tau = sm.pass_curve_s(running, lam, d_run)
         if si.chunked:
-            # Prompts waiting or prefilling: FCFS through the stations at their first-token rate (no mean wait).
-            waiting = _in_prefill(adm, _first_tokens(adm, pre_n, 1.0 / max(rate, 1e-300), 0.0), grid)
-            tau = sm.stalled_pass_s(tau, running, waiting)
+            # Prompts admitted and not yet at their first token (waiting for a batch or prefilling): FCFS through
+            # the stations at their first-token rate (no mean wait).
+            first_w = np.sort(_first_tokens(adm, pre_n, 1.0 / max(rate, 1e-300), 0.0))
+            tau = sm.stalled_pass_s(tau, running, admitted - np.searchsorted(first_w, grid, side="right"))
             pre_n = sm.chunk_prefill_s(lam, others, np.interp(adm, grid, tau))
     first = _first_tokens(adm, pre_n, h_pre, q_pre)
     p_first = np.interp(first, grid, clock)
@@ -510,13 +511,6 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     # TTFT keeps the mean station wait (the caller adds the finite run's queueing delay on top of it).
     ttft = (adm + pre_n - start) if h_pre else (first - start)
     return WindowRun(thr, tuple(ttft[sel].tolist()), tuple(tpot.tolist()), fill, own, spread_tpot)
-
-
-def _in_prefill(adm, first, grid):
-    """Prompts admitted and not yet at their first token at each grid time (waiting for a batch or prefilling)."""
-    import numpy as np
-
-    return np.searchsorted(np.sort(adm), grid, side="right") - np.searchsorted(np.sort(first), grid, side="right")
 
 
 def _run_grid(a0: float, t_busy: float, t_stop: float, n: int):
