@@ -1,5 +1,5 @@
-"""Estimator ranking in the dynamic regime (issue 15 item 4): continuous/chunked batching + elastic scheduling (``--policies continuous-static,chunked-static``: static),
-Poisson arrivals at ≈ 50 %, 90 % and 120 % of each design's *simulated* SLO capacity, plus the capacity itself.
+"""Estimator ranking in the dynamic regime (issue 15 item 4): continuous/chunked batching + elastic scheduling
+(``--policies continuous-static,chunked-static``: static scheduling), Poisson arrivals at ≈ 50 %, 90 % and 120 % of each design's *simulated* SLO capacity, plus the capacity itself.
 
 Per workload (model × dataset) and policy, ``--n-designs`` designs (default 100) are drawn from a quickstart-sized
 space with a fixed seed (a seeded permutation of the space's enumeration, so any prefix is a uniform sample).
@@ -65,6 +65,8 @@ POLICIES = {"continuous": {"batching": "continuous", "scheduler": "elastic"},
             "continuous-static": {"batching": "continuous", "scheduler": "static"},
             "chunked-static": {"batching": "chunked", "scheduler": "static"}}
 LOADS = (0.5, 0.9, 1.2)
+#: What each load run records and the report compares.
+LOAD_METRICS = ("throughput_tok_s", "ttft_p90_s", "tpot_mean_s")
 #: objectives/capacity_slo.yaml's SLO (read from it); its capacity settings made cheaper (measured: a 30 s window
 #: and 2 % tolerance cost a median ~100 CPU s per Mamba-2 chat design, too slow for 12 workloads x policies here):
 #: a 15 s window (an overload of up to ttft_s/(0.91 window) = 37 % can pass, against 18 %) and 5 % tolerance.
@@ -186,12 +188,23 @@ def simulate_job(job: Job, s: dict, cache: Cache) -> float:
     """Simulate what the cache lacks for ``job``; returns the wall seconds spent."""
     t0 = time.perf_counter()
     cap = _capacity_row(job, s, cache, "capacity")
-    c = cap["capacity_req_s"]
-    for f in LOADS if c > 0 else ():
-        lk = job.key(s, f"load{f:g}@{c:.6g}")
-        if cache.get(lk) is None:
-            cache.put({"key": lk, "kind": "load", "load": f, **_ids(job), **_sim_run(job, f * c, s)})
+    _load_runs(job, job, s, s, cap["capacity_req_s"], cache, kind="load")
     return time.perf_counter() - t0
+
+
+def _load_key(job: Job, s: dict, f: float, c: float, suffix: str = "") -> str:
+    """Cache key of ``job``'s run at ``f`` × the capacity ``c`` under the settings ``s`` (``suffix``: a variant)."""
+    return job.key(s, f"load{f:g}@{c:.6g}{suffix}")
+
+
+def _load_runs(job: Job, run: Job, s_key: dict, s: dict, c: float, cache: Cache, scale: float = 1.0,
+               suffix: str = "", **tags) -> None:
+    """Simulate what the cache lacks of ``run`` (``job`` or a replica of it) at each load × ``c`` (× ``scale``),
+    cached under ``s_key``'s keys with ``tags``."""
+    for f in LOADS if c > 0 else ():
+        lk = _load_key(job, s_key, f, c, suffix)
+        if cache.get(lk) is None:
+            cache.put({"key": lk, "load": f, **tags, **_ids(job), **_sim_run(run, f * c * scale, s)})
 
 
 def _capacity_row(job: Job, s: dict, cache: Cache, kind: str) -> dict:
@@ -235,12 +248,7 @@ def simulate_replica(job: Job, s: dict, seed: int, cache: Cache, capacity: bool 
     rep = dataclasses.replace(job, stream=CapacityStream(job.workload, seed, _capacity(s)))
     if capacity:
         _capacity_row(rep, sr, cache, "replica_capacity")
-    if c <= 0:
-        return time.perf_counter() - t0
-    for f in LOADS:
-        lk = job.key(sr, f"load{f:g}@{c:.6g}")
-        if cache.get(lk) is None:
-            cache.put({"key": lk, "kind": "replica", "load": f, "seed": seed, **_ids(job), **_sim_run(rep, f * c, s)})
+    _load_runs(job, rep, sr, s, c, cache, kind="replica", seed=seed)
     return time.perf_counter() - t0
 
 
@@ -250,11 +258,7 @@ def simulate_jitter(job: Job, s: dict, jitter: float, cache: Cache) -> float:
     t0 = time.perf_counter()
     cap = cache.get(job.key(s, "capacity"))
     c = cap["capacity_req_s"] if cap else 0.0
-    for f in LOADS if c > 0 else ():
-        lk = job.key(s, f"load{f:g}@{c:.6g}|jitter{jitter:g}")
-        if cache.get(lk) is None:
-            cache.put({"key": lk, "kind": "jitter", "load": f, "jitter": jitter, **_ids(job),
-                       **_sim_run(job, f * c * (1.0 + jitter), s)})
+    _load_runs(job, job, s, s, c, cache, 1.0 + jitter, f"|jitter{jitter:g}", kind="jitter", jitter=jitter)
     return time.perf_counter() - t0
 
 
@@ -305,7 +309,7 @@ def estimate_job(job: Job, s: dict, cache: Cache, replica: int | None = None,
         row["rep_capacity_req_s"] = rc["capacity_req_s"]
     c = cap["capacity_req_s"]
     for f in LOADS:
-        ld = cache.get(job.key(s, f"load{f:g}@{c:.6g}")) if c > 0 else None
+        ld = cache.get(_load_key(job, s, f, c)) if c > 0 else None
         if ld is None:
             continue
         st = _stream(job, f * c, s["window_s"])
@@ -316,12 +320,11 @@ def estimate_job(job: Job, s: dict, cache: Cache, replica: int | None = None,
                                    ("tpot_mean_s", ld["tpot_mean_s"], e.tpot_mean_s)):
             row[f"sim_{name}@{f:g}"] = sim_v
             row[f"est_{name}@{f:g}"] = _num(est_v)
-        rp = cache.get(job.key({**s, "seed": replica}, f"load{f:g}@{c:.6g}")) if replica is not None else None
-        for name in ("throughput_tok_s", "ttft_p90_s", "tpot_mean_s") if rp else ():
-            row[f"rep_{name}@{f:g}"] = rp[name]
-        jt = cache.get(job.key(s, f"load{f:g}@{c:.6g}|jitter{jitter:g}")) if jitter is not None else None
-        for name in ("throughput_tok_s", "ttft_p90_s", "tpot_mean_s") if jt else ():
-            row[f"jit_{name}@{f:g}"] = jt[name]
+        rp = cache.get(_load_key(job, {**s, "seed": replica}, f, c)) if replica is not None else None
+        jt = cache.get(_load_key(job, s, f, c, f"|jitter{jitter:g}")) if jitter is not None else None
+        for w, other in (("rep", rp), ("jit", jt)):
+            for name in LOAD_METRICS if other else ():
+                row[f"{w}_{name}@{f:g}"] = other[name]
     return row
 
 
@@ -337,7 +340,7 @@ def summarise(rows: list[dict]) -> list[dict]:
         sub = [r for r in rows if (r["model"], r["dataset"], r["policy"]) == k]
         metrics = [("capacity_req_s", "capacity", True)]
         metrics += [(f"{m}@{f:g}", f"{f:g}", m == "throughput_tok_s") for f in LOADS
-                    for m in ("throughput_tok_s", "ttft_p90_s", "tpot_mean_s")]
+                    for m in LOAD_METRICS]
         for col, load, higher in metrics:
             have = [r for r in sub if f"sim_{col}" in r]
             if not have:
@@ -458,7 +461,7 @@ def _replica_table(summary: list[dict]) -> list[str]:
 
 def _pivot(summary: list[dict]) -> list[str]:
     """Spearman ρ per workload × policy: capacity, then throughput / TTFT p90 / TPOT at each load."""
-    cols = [("capacity_req_s", "capacity")] + [(m, f"{f:g}") for m in ("throughput_tok_s", "ttft_p90_s", "tpot_mean_s")
+    cols = [("capacity_req_s", "capacity")] + [(m, f"{f:g}") for m in LOAD_METRICS
                                                 for f in LOADS]
     head = ["model", "dataset", "policy", "n", "ρ capacity", *(f"ρ {m.split('_')[0]} @{f}" for m, f in cols[1:]),
             "top-1 % (capacity / TP @0.9)"]
