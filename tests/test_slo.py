@@ -19,10 +19,12 @@ D = 0.01  # deterministic service time of one request (one pass of one block), s
 
 
 # -- the search routine on synthetic evaluators with a known capacity -------------------------------------------
+@pytest.mark.parametrize("accelerate", [False, True])
 @pytest.mark.parametrize("start", [0.3, 5.0, 37.0, 400.0])
-def test_search_brackets_a_threshold_to_its_tolerance(start):
+def test_search_brackets_a_threshold_to_its_tolerance(start, accelerate):
     cap = 37.3
-    res = capacity_search(lambda r: 1.0 if r <= cap else 0.5, start, 0.9, tolerance=0.02, max_runs=30)
+    res = capacity_search(lambda r: 1.0 if r <= cap else 0.5, start, 0.9, tolerance=0.02, max_runs=30,
+                          accelerate=accelerate)
     assert res.converged
     assert cap / 1.02 <= res.capacity_req_s <= cap
     lo, hi = res.bracket_req_s
@@ -34,6 +36,29 @@ def test_search_finds_the_upper_edge_of_a_band_above_a_failing_start():
     # Static batching misses at low rates too (a batch waits to fill): attained only on [5, 37.3].
     res = capacity_search(lambda r: 1.0 if 5.0 <= r <= 37.3 else 0.0, 1.0, 0.9, tolerance=0.02, max_runs=30)
     assert 37.3 / 1.02 <= res.capacity_req_s <= 37.3
+
+
+@pytest.mark.parametrize("start, cap, band", [(1.9, 20.4, False), (1.9, 20.4, True), (21.0, 2.0, False)])
+def test_an_accelerated_search_reaches_a_far_start_within_a_small_budget(start, cap, band):
+    # The product's simulated search starts at the estimate with steps of 1.25 and 6 runs: fixed steps reach only
+    # 1.25**5 = 3.05x from the start (a lower bound, or nothing attained); growing steps bracket the capacity.
+    def attained(r):
+        return 1.0 if r <= cap else 0.0
+
+    fixed = capacity_search(attained, start, 0.9, factor=1.25, max_runs=6, band=band)
+    assert fixed.status in ("lower_bound", "none")
+    res = capacity_search(attained, start, 0.9, factor=1.25, max_runs=6, band=band, accelerate=True)
+    lo, hi = res.bracket_req_s
+    assert 0 < lo <= cap < hi < math.inf and len(res.runs) <= 6
+    assert res.status in ("converged", "max_runs")
+
+
+def test_an_accelerated_search_brackets_a_close_start_as_fixed_steps_do():
+    def attained(r):
+        return 1.0 if r <= 10.0 else 0.0
+
+    a, b = (capacity_search(attained, 9.0, 0.9, factor=1.25, max_runs=6, accelerate=x) for x in (False, True))
+    assert a.runs == b.runs
 
 
 def test_search_is_bounded_and_reports_no_capacity():

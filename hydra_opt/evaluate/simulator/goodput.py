@@ -74,8 +74,9 @@ def simulated_capacity(
     inter-arrival times scaled to the rate under test (common random numbers), keeping the requests that arrive
     within ``capacity.window_s``, and runs until every request is served (unless ``scenario.horizon_s`` is set).
     The search is :func:`hydra_opt.evaluate.slo.capacity_search` from ``start_req_s`` (e.g. the estimator's
-    capacity; bracketed by factors of 1.25 then) or else the workload's own rate (factors of 2); under continuous
-    and chunked batching it only descends from a miss.
+    capacity; steps of 1.25, 1.25², 1.25³… away from it, so a close estimate brackets tightly and one 10× off is
+    still reached within 5 runs) or else the workload's own rate (steps of 2); under continuous and chunked
+    batching it only descends from a miss.
     """
     from hydra_opt.evaluate.simulator.driver import simulate_design
 
@@ -90,7 +91,8 @@ def simulated_capacity(
         a = slo_metrics(res, slo)["slo_attainment"]
         return a if math.isfinite(a) else 0.0
 
-    start, factor = (start_req_s, 1.25) if start_req_s and math.isfinite(start_req_s) else (stream.rate0_req_s, 2.0)
+    from_estimate = bool(start_req_s and math.isfinite(start_req_s))
+    start, factor = (start_req_s, 1.25) if from_estimate else (stream.rate0_req_s, 2.0)
     return capacity_search(attainment, start, slo.attainment, tolerance=capacity.tolerance,
                            max_runs=capacity.max_runs, factor=factor, band=getattr(design, "batching", "") == "static",
-                           max_rate_req_s=stream.max_rate_req_s)
+                           max_rate_req_s=stream.max_rate_req_s, accelerate=from_estimate)
