@@ -386,7 +386,8 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
         return _mx(tb - k1 * bsz, 0.0), k1
 
     tau_b = [n / _mx(_mn(cb, hb), 1e-300) for n, cb in zip(range(1, m_max + 1), curve_b)]
-    ctx = dict(ex=ex, ld=ld, m=m, m_max=m_max, curve=curve, xp=xp, x=x, x_hbm=x_hbm, taus=taus, tau_b=tau_b,
+    tau_1 = [n / _mx(_mn(c1, h1), 1e-300) for n, c1 in zip(range(1, m_max + 1), curve_1)]
+    ctx = dict(ex=ex, ld=ld, m=m, m_max=m_max, curve=curve, xp=xp, x=x, x_hbm=x_hbm, taus=taus, tau_b=tau_b, tau_1=tau_1,
                qrows=(qrows[lo_row], qrows[hi_row]))
     run = _static_run(di, prep, ctx) if di.static_batching else _stream_run(di, prep, ctx)
     return _result(di, prep, ctx, run, demand, x_mva)
@@ -555,6 +556,7 @@ def _stream_model(di: _Design, prep: core.Prepared, ctx: dict) -> streams.Stream
     tau0, tau1 = ctx["taus"](m)  # the decode-only MVA of _solve at m batches, linear in the members
     return streams.StreamModel(streams.StreamInputs(
         m=m, b=bsz, steps_mean=float(st.decode_steps_mean), tau_b_s=tuple(ctx["tau_b"]), tau0_s=tau0, tau1_s=tau1,
+        tau_1_s=tuple(ctx["tau_1"]),
         pre1_s=tuple(x for x in ld["pre1"] if x > 0.0), pre_rate_req_s=pre_rate, chunked=di.chunked,
         chunks_mean=di.chunk_extra + 1.0, arrivals_s=_arrival_span(prep), prompt_scv=ctx["ex"]["prompt_scv"],
         prompts_per_pass=k_max))
