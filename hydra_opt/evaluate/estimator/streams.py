@@ -423,6 +423,7 @@ class WindowRun:
             slots ``n_max``, s after the first arrival (inf: never in the run): before it no request can queue.
         own_batch: Chunked prefill: the share of measured requests that found fewer than ``m`` batches running and
             prefilled in a batch of their own (1.0 for continuous batching).
+        prompt_tok: The measured requests' prompts, tokens, in the order of ``ttft_s`` (empty: not per request).
         tpot_spread_s: Chunked prefill: the measured requests' TPOT with the spread of their stalls (samples on a
             fixed grid, :func:`_stall_spread`; empty: no spread beyond ``tpot_s``).
     """
@@ -433,6 +434,7 @@ class WindowRun:
     fill_s: float = math.inf
     own_batch: float = 1.0
     tpot_spread_s: tuple[float, ...] = ()
+    prompt_tok: tuple[float, ...] = ()
 
 
 def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t_end: float,
@@ -440,18 +442,28 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     """Throughput in the measurement window and the measured requests' TTFT and TPOT, of the replayed stream.
 
     A fluid over the run, because a finite run is mostly transient (the running set fills while requests arrive
-    and drains after the last one). Requests arrive every ``1/λ`` from the first arrival; request ``n`` is
+    and drains after the last one). The requests are the replayed ones (``prep.trace``): each arrives when the
+    simulator's does and has its own output length ``S`` (and prompt, for its TTFT quantile). Request ``n`` is
     admitted on arrival while fewer than ``n_max`` run, else at the ``(n − n_max + 1)``-th departure (FCFS); its
     first token comes ``pre_s`` later. Every running request advances one token per pass, and a pass takes
     ``pass_s(N(t))`` with ``N(t)`` requests running, so all share one *decode clock* ``P(t) = ∫ dt / pass_s``:
-    a request whose first token came at ``f`` has made ``K = P(t) − P(f)`` passes and leaves at ``P(f) + S``, its
-    departure spread over 16 quantiles of the output length ``S`` (``spread``; else at ``S̄``): a run shorter than a
-    long request's life holds far fewer requests than Little's law at ``S̄`` says, because the short ones leave
-    early (Llama-3-8B arXiv, chunked, 0.73 req/s: ~3 running in the simulator, 8 in the mean-length fluid).
+    a request whose first token came at ``f`` has made ``K = P(t) − P(f)`` passes and leaves at ``P(f) + S``.
     ``N(t)``, ``pass_s`` and the admissions are solved together by a few Jacobi sweeps on a time grid. Tokens in
-    the window follow from ``E[min(S, K)]``; TPOT is each measured request's time from first token to leaving over
-    its passes (averaged over the quantiles); only requests whose first token comes before the horizon count for
-    TTFT.
+    the window are each request's ``min(S, K)`` between the window's ends; TPOT is each measured request's time
+    from first token to leaving over its passes; only requests whose first token comes before the horizon count
+    for TTFT.
+
+    Why the replayed requests, not ``1/λ``-spaced arrivals with 16 output-length quantiles each (the model before):
+    a 15 s window of long-output requests holds a handful of them, and which ones arrive first decides the window's
+    tokens — Llama-3-8B arXiv on 9 + 3 chiplets at 0.86 req/s: 9 requests, two of 2,500+ tokens among the first
+    five; 196 tok/s simulated, 101 estimated from the quantiles, 148 from the requests. Dynamic benchmark, same
+    simulations: all 120 cells 0.884 → 0.900 (≥ 0.95: 40 → 51), throughput @0.5/0.9/1.2 0.970/0.966/0.930 →
+    0.977/0.975/0.943, TTFT p90 @0.5 0.883 → 0.926 (0.912 with the requests' arrivals and outputs but the
+    quantile prompts), capacity 0.948 → 0.948 (Llama-3 arXiv continuous 0.910 → 0.888, its median est/sim
+    1.14 → 1.00). ``spread=False`` (a slot count set by the KV capacity, priced at the mean context: long
+    survivors' growing KV does not free the slots short requests leave, the simulator preempts instead — a
+    memory-bound LongWriter design: 953 tok/s spread, 571 at the mean, 583 simulated) keeps ``1/λ`` arrivals that
+    all leave at ``S̄``.
     """
     import numpy as np
 
@@ -460,17 +472,21 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     horizon = prep.horizon_s
     a0 = prep.first_arrival_s
     end_arr = min(horizon, w1) if math.isfinite(horizon) else w1
-    n_req = int(max(0, math.floor(lam * (end_arr - a0))) + 1) if lam > 0 else 1
-    arr = a0 + np.arange(n_req, dtype=np.float64) / max(lam, 1e-300)
     s_bar = si.steps_mean
-    # Departures spread over the output lengths (``spread``), or all at the mean length: a slot count set by the
-    # KV capacity is priced at the mean context, and long survivors' growing KV does not free the slots short
-    # requests leave (the simulator preempts instead) — measured on a memory-bound LongWriter design: 953 tok/s
-    # spread, 571 at the mean, 583 simulated.
-    s_q = _step_quantiles(prep) if spread else np.array([s_bar])
+    tr = _trace(prep, end_arr) if spread else None
+    if tr is not None:
+        arr, steps = tr[0], tr[1]
+        n_req = arr.size
+        s_mat = steps[:, None]
+    else:
+        n_req = int(max(0, math.floor(lam * (end_arr - a0))) + 1) if lam > 0 else 1
+        arr = a0 + np.arange(n_req, dtype=np.float64) / max(lam, 1e-300)
+        # Without the requests (a bare Prepared): departures over the output-length quantiles.
+        s_mat = (_step_quantiles(prep) if spread else np.array([s_bar]))[None, :]
+    n_q = s_mat.shape[1]
     tau_ss = sm.pass_s(sm.running(lam), lam)
     n_full = sm.n_max
-    t_stop = max(t_end, arr[-1] + pre_s + 2.0 * float(s_q[-1]) * tau_ss * max(1.0, n_req / n_full))
+    t_stop = max(t_end, arr[-1] + pre_s + 2.0 * float(s_mat.max()) * tau_ss * max(1.0, n_req / n_full))
     grid = _run_grid(a0, arr[-1] + pre_s, t_stop, n_grid)
     tau = np.full(grid.size, tau_ss)
     cap_n = max(int(n_full), 1)
@@ -486,12 +502,12 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
         clock = np.concatenate([[0.0], np.cumsum(np.diff(grid) / tau[:-1])])  # P(t), passes
         if leave is not None:
             adm = _fcfs_admissions(arr, leave, cap_n)
-        leave = _departures(_first_tokens(adm, pre_n, h_pre, q_pre), s_q, grid, clock, tau)
+        leave = _departures(_first_tokens(adm, pre_n, h_pre, q_pre), s_mat, grid, clock, tau)
         adm_sorted, leave_sorted = np.sort(adm), np.sort(leave.ravel())
         admitted = np.searchsorted(adm_sorted, grid, side="right")  # admitted by each grid time
-        running = admitted - np.searchsorted(leave_sorted, grid, side="right") / s_q.size
+        running = admitted - np.searchsorted(leave_sorted, grid, side="right") / n_q
         others = np.maximum(np.searchsorted(adm_sorted, adm, side="left")  # running when each is admitted
-                            - np.searchsorted(leave_sorted, adm, side="right") / s_q.size, 0.0)
+                            - np.searchsorted(leave_sorted, adm, side="right") / n_q, 0.0)
         if not si.chunked:
             # Only an arrival that finds others running can start a batch beside theirs.
             d_run = _formed_batches(adm, leave, grid, d_all, sm.prefills_in_flight(lam), np.minimum(others, 1.0))
@@ -507,14 +523,24 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     p_first = np.interp(first, grid, clock)
     k0 = np.maximum(np.interp(w0, grid, clock) - p_first, 0.0)
     k1 = np.maximum(np.interp(w1, grid, clock) - p_first, 0.0)
-    gk, ge = prep.grid_k, prep.grid_emin
-    tok = ((first > w0) & (first <= w1)) + np.interp(k1, gk, ge) - np.interp(k0, gk, ge)
+    if tr is not None:  # each request's own output: min(S, K) tokens after its first by K passes
+        tok = ((first > w0) & (first <= w1)) + np.minimum(steps, k1) - np.minimum(steps, k0)
+    else:
+        gk, ge = prep.grid_k, prep.grid_emin
+        tok = ((first > w0) & (first <= w1)) + np.interp(k1, gk, ge) - np.interp(k0, gk, ge)
     span = max(w1 - w0, 1e-300)
     thr = min(float(tok.sum()) / span, mu_max * prep.stats.output_mean_tok, prep.offered_tokens / span)
     sel = (arr >= w0) & (arr <= w1) & (first <= horizon)
     start = arr if prep.scenario.ttft_from == "arrival" else adm
     spread_tpot = ()
-    if s_bar > 0:  # each request's time per output token, averaged over its output length's quantiles
+    if tr is not None:  # each request with more than one output token: first token to leaving over its passes
+        has = sel & (steps > 0)
+        per_q = ((leave[:, 0] - first) / np.maximum(steps, 1.0))[:, None]
+        tpot = per_q[has, 0]
+        if si.chunked and has.any():
+            spread_tpot = _stall_spread(sm, lam, np.interp(first[has], grid, running), per_q[has], steps[has, None])
+    elif s_bar > 0:  # each request's time per output token, averaged over its output length's quantiles
+        s_q = s_mat[0]
         pos = s_q > 0
         per_q = (leave[:, pos] - first[:, None]) / s_q[None, pos]
         tpot = per_q.mean(axis=1)[sel]
@@ -527,7 +553,20 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     own = float(np.mean(others[sel] < max(si.m, 1.0))) if si.chunked and sel.any() else 1.0
     # TTFT keeps the mean station wait (the caller adds the finite run's queueing delay on top of it).
     ttft = (adm + pre_n - start) if h_pre else (first - start)
-    return WindowRun(thr, tuple(ttft[sel].tolist()), tuple(tpot.tolist()), fill, own, spread_tpot)
+    prompts = tuple(tr[2][sel].tolist()) if tr is not None else ()
+    return WindowRun(thr, tuple(ttft[sel].tolist()), tuple(tpot.tolist()), fill, own, spread_tpot, prompts)
+
+
+
+def _trace(prep, end_s: float):
+    """The replayed requests that arrive by ``end_s``: ``(arrival_s, decode_steps, prompt_tok)`` (None: none)."""
+    tr = getattr(prep, "trace", None)
+    if tr is None:
+        return None
+    keep = tr[0] <= end_s
+    if keep.sum() < 1:
+        return None
+    return tr[0][keep], tr[1][keep], tr[2][keep]
 
 
 def _run_grid(a0: float, t_busy: float, t_stop: float, n: int):
@@ -639,7 +678,8 @@ def _stall_spread(sm: StreamModel, lam: float, n_at, per_q, s_q):
 
     p, ex = sm.chunk_stall(n_at, lam)
     p, ex = p[:, None, None], ex[:, None, None]
-    sd = ex * np.sqrt(p * (1.0 - p) / np.maximum(s_q, 1.0)[None, :, None])
+    s = np.maximum(np.atleast_2d(np.asarray(s_q, dtype=np.float64)), 1.0)  # (1, n_q) quantiles or (n, 1) own
+    sd = ex * np.sqrt(p * (1.0 - p) / s[:, :, None])
     z = np.asarray(_Z5)[None, None, :]
     return tuple(np.maximum(per_q[:, :, None] + z * sd, 0.0).ravel().tolist())
 
@@ -658,12 +698,12 @@ def _first_tokens(adm, pre, h_s: float, q_s: float):
     return k + np.maximum.accumulate(adm + pre - q_s - k)
 
 
-def _departures(first, s_q, grid, clock, tau):
-    """Each request's departure at each output-length quantile ``s_q``: ``s`` passes after its first token
-    (``first``, s)."""
+def _departures(first, s_mat, grid, clock, tau):
+    """Each request's departure ``s`` passes after its first token (``first``, s): at each output-length quantile
+    (``s_mat`` of shape ``(1, n_q)``) or at its own output (``(n, 1)``)."""
     import numpy as np
 
-    target = np.interp(first, grid, clock)[:, None] + s_q[None, :]
+    target = np.interp(first, grid, clock)[:, None] + s_mat
     lv = np.interp(target, clock, grid, right=np.inf)
     over = ~np.isfinite(lv)
     lv[over] = grid[-1] + (target[over] - clock[-1]) * tau[-1]
@@ -679,23 +719,29 @@ def latency_quantiles(run: WindowRun, prompt_tok, prefill_at_s, wait_s: float,
     """Quantiles of the measured requests' TTFT and TPOT (s) at ``probs``.
 
     A request's TTFT is its fluid TTFT (at the mean prompt) shifted by how much longer or shorter its own prompt's
-    prefill is (``prefill_at_s(scale) − prefill_at_s(1)``, :meth:`StreamModel.prefill_at_s`; ``scale`` = prompt
-    over the mean prompt) plus an exponential queueing delay of mean ``wait_s`` (the finite run's wait); requests,
-    prompt lengths and delays are combined on fixed quantile grids (deterministic).
+    prefill is (``prefill_at_s(scale) − prefill_at_s(1)``, :meth:`StreamModel.prefill_at_s`; ``scale`` = its prompt
+    — ``run.prompt_tok``, else 16 quantiles of ``prompt_tok`` crossed with every request — over the mean prompt)
+    plus an exponential queueing delay of mean ``wait_s`` (the finite run's wait) on a fixed quantile grid
+    (deterministic).
     """
     import numpy as np
 
     if not run.ttft_s:
         return [], []
     t = np.asarray(run.ttft_s)
-    if t.size > 64:
-        t = t[np.linspace(0, t.size - 1, 64).astype(np.int64)]
     p = np.asarray(prompt_tok, dtype=np.float64)
-    scale = np.quantile(p, np.linspace(0.03125, 0.96875, 16)) / max(float(p.mean()), 1e-300)
-    shift = np.asarray(prefill_at_s(scale)) - float(prefill_at_s(1.0))
     u = np.linspace(0.0625, 0.9375, 8)
     delay = -np.log1p(-u) * wait_s if wait_s > 0 else np.zeros(1)
-    samples = (t[:, None, None] + shift[None, :, None] + delay[None, None, :]).ravel()
+    if run.prompt_tok:  # each measured request's own prompt
+        scale = np.asarray(run.prompt_tok) / max(float(p.mean()), 1e-300)
+        t = t + np.asarray(prefill_at_s(scale)) - float(prefill_at_s(1.0))
+        samples = (t[:, None] + delay[None, :]).ravel()
+    else:
+        if t.size > 64:
+            t = t[np.linspace(0, t.size - 1, 64).astype(np.int64)]
+        scale = np.quantile(p, np.linspace(0.03125, 0.96875, 16)) / max(float(p.mean()), 1e-300)
+        shift = np.asarray(prefill_at_s(scale)) - float(prefill_at_s(1.0))
+        samples = (t[:, None, None] + shift[None, :, None] + delay[None, None, :]).ravel()
     q = np.asarray(probs)
     tpot = run.tpot_spread_s or run.tpot_s
     return np.quantile(samples, q).tolist(), np.quantile(np.asarray(tpot), q).tolist()
