@@ -405,9 +405,10 @@ def test_the_run_fluid_replays_each_requests_output():
     assert ratios == pytest.approx([1.0, 1.0], rel=0.2)
 
 
-def test_ttft_quantiles_follow_each_requests_prompt():
+def test_ttft_quantiles_follow_the_prompt_lengths():
     """Requests far apart run alone: each one's TTFT is its own prompt's prefill, so the p90 of ten is set by the
-    two long prompts (6,000 and 7,000 tokens among 150-500): 5.73 s estimated, 5.83 s simulated."""
+    two long prompts (6,000 and 7,000 tokens among 150-500; the estimate's prompt-length quantiles come from the
+    same ten prompts)."""
     import numpy as np
 
     from hydra_opt.evaluate.estimator import estimate
