@@ -142,10 +142,10 @@ def test_a_finite_run_queues_at_the_bottleneck_prefill_station_only():
 
     si = dict(pre1_s=(0.02, 0.05, 0.03), arrivals_s=(1.0, 15.0), prompt_scv=0.4)
     sm = StreamModel(_inputs(**si))
-    # Light load: the M/M/1 wait of the slowest station (a run this long reaches it).
+    # Light load: the M/G/1 wait of the slowest station (a run this long reaches it), C² = 0.4.
     lam = 2.0
     d = 0.05
-    want = 0.10 + min(d * lam * d / (1 - lam * d), window_wait_s(lam, 1 / d, 0.4, 1.0, 15.0))
+    want = 0.10 + min(d * lam * d * 1.4 / (2 * (1 - lam * d)), window_wait_s(lam, 1 / d, 0.4, 1.0, 15.0))
     assert sm.open_prefill_s(lam) == pytest.approx(want)
     # At and past the bottleneck's rate the stationary wait is infinite; the run's stays finite and grows.
     w20, w30 = sm.open_prefill_s(20.0), sm.open_prefill_s(30.0)
@@ -422,3 +422,36 @@ def test_ttft_quantiles_follow_the_prompt_lengths():
     est = estimated_slo(estimate(design, model, req))["ttft_p90_s"]
     sim = simulate_design(design, model, req).ttft_p90_s
     assert est == pytest.approx(sim, rel=0.1)
+
+
+def test_station_delays_are_the_mm1_waiting_time_of_the_mean():
+    """No wait with probability 1 − u, else exponential of mean q/u: the 8 equal-probability points' mean is q
+    (up to the grid), the first ⌊8(1 − u)⌋ points are 0 and the rest rise."""
+    import numpy as np
+
+    from hydra_opt.evaluate.estimator.streams import _station_delays
+
+    q, d = _station_delays(0.05, 0.5)
+    assert q == 0.05 and d.size == 8
+    assert d[:4].tolist() == [0.0] * 4 and np.all(np.diff(d[4:]) > 0)
+    v = np.linspace(0.0625, 0.9375, 8)[4:]
+    assert d[4:] == pytest.approx(-np.log((1.0 - v) / 0.5) * 0.1)
+    assert float(d.mean()) == pytest.approx(0.05, rel=0.15)
+    assert _station_delays(0.0, 0.5)[1].tolist() == [0.0] and _station_delays(0.05, 0.0)[1].tolist() == [0.0]
+
+
+def test_a_prompt_behind_a_long_one_waits_pollaczek_khinchine():
+    """The prefill stations' stationary wait is M/G/1's, D·U·(1 + C²)/(2(1 − U)), with the prompt length's C²."""
+    from hydra_opt.evaluate.estimator.markov import window_wait_s
+
+    d = 0.03
+    lam = 0.5 / d  # U = 0.5
+    waits = []
+    for scv in (1.0, 3.0):
+        sm = StreamModel(_inputs(prompt_scv=scv, arrivals_s=(0.0, 1e5)))  # a long run reaches the stationary wait
+        pk = d * 0.5 * (1.0 + scv) / (2.0 * 0.5)
+        assert pk < window_wait_s(lam, 1.0 / d, scv, 0.0, 1e5)
+        waits.append(sm._station_wait_s(lam, d))
+        assert waits[-1] == pytest.approx(pk)
+    assert waits[0] == pytest.approx(d)  # C² = 1: M/M/1's d·U/(1 − U)
+    assert waits[1] == pytest.approx(2.0 * waits[0])

@@ -630,8 +630,9 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
         if prep.scenario.ttft_from == "arrival" and math.isfinite(ttft):
             ttft += wait
     own = bool(run and run.own_batch >= 0.5)
-    quant = (streams.latency_quantiles(run, prep.stats.prompt_tok, lambda sc: sm.prefill_at_s(lam, sc, own), wait)
-             if run else ([], []))
+    station = (sm.open_prefill_s(lam) - sm.service_s, lam * max(sm.si.pre1_s, default=0.0))
+    quant = (streams.latency_quantiles(run, prep.stats.prompt_tok, lambda sc: sm.prefill_at_s(lam, sc, own), wait,
+                                       station=station) if run else ([], []))
     return dict(thr=thr, ttft=ttft, tpot=tpot, cap_tok=cap_tok, mu_max=mu_max, rho=rho, pi=pi, stat_thr=stat_thr,
                 wait=wait, conc=n_run / _mx(di.batch, 1.0), prefill_lat=pre_s, quantiles=quant,
                 prefill_rate=sm.si.pre_rate_req_s)

@@ -235,15 +235,18 @@ class StreamModel:
         return hit
 
     def _station_wait_s(self, lam: float, d: float) -> float:
-        """Queueing delay at a prefill station of demand ``d`` in the finite run: the M/M/1 wait ``d·U/(1 − U)``
-        where the run reaches it, else the wait of a queue started empty (``markov.window_wait_s``: a reflected
+        """Queueing delay at a prefill station of demand ``d`` in the finite run: the M/G/1 wait
+        ``d·U·(1 + C²)/(2(1 − U))`` (``C²``: the prompt length's) where the run reaches it, else the wait of a queue started empty (``markov.window_wait_s``: a reflected
         Brownian motion over the measured arrivals' span, service variability from the prompt lengths)."""
         from hydra_opt.evaluate.estimator.markov import window_wait_s
 
         if d <= 0.0:
             return 0.0
         u = lam * d
-        stat = d * u / (1.0 - u) if u < 1.0 else math.inf
+        # Pollaczek–Khinchine: a station's service follows the prompt, and a long prompt holds up the short ones
+        # behind it (Nemotron-H chat, 6 + 1 Mamba and 2 + 3 attention chiplets, 15.7 req/s: mean TTFT 0.150 s
+        # simulated, 0.083 with M/M/1's wait, 0.127 with this).
+        stat = d * u * (1.0 + self.si.prompt_scv) / (2.0 * (1.0 - u)) if u < 1.0 else math.inf
         t0, t1 = self.si.arrivals_s
         return min(stat, window_wait_s(lam, 1.0 / d, self.si.prompt_scv, t0, t1))
 
@@ -710,14 +713,35 @@ def _departures(first, s_mat, grid, clock, tau):
 QUANTILE_PROBS: tuple[float, ...] = tuple(i / 20.0 for i in range(1, 20))
 
 
+def _station_delays(q_s: float, util: float):
+    """``(q, delays)``: a waiting time of mean ``q_s`` at a station of utilisation ``util``, as M/G/1's is
+    approximately — none with probability ``1 − util``, else exponential of mean ``q_s/util`` — on 8
+    equal-probability points; ``(0, [0])`` when there is no wait to spread."""
+    import numpy as np
+
+    if not (q_s > 0.0 and util > 0.0 and math.isfinite(q_s)):
+        return 0.0, np.zeros(1)
+    util = min(util, 0.99)
+    v = np.linspace(0.0625, 0.9375, 8)
+    tail = np.maximum(1.0 - v, 1e-12) / util  # P(W > w) = util·exp(−w·util/q)
+    return q_s, np.where(v < 1.0 - util, 0.0, -np.log(np.minimum(tail, 1.0)) * q_s / util)
+
+
 def latency_quantiles(run: WindowRun, prompt_tok, prefill_at_s, wait_s: float,
-                      probs: tuple[float, ...] = QUANTILE_PROBS) -> tuple[list[float], list[float]]:
+                      probs: tuple[float, ...] = QUANTILE_PROBS,
+                      station: tuple[float, float] = (0.0, 0.0)) -> tuple[list[float], list[float]]:
     """Quantiles of the measured requests' TTFT and TPOT (s) at ``probs``.
 
     A request's TTFT is its fluid TTFT (at the mean prompt) shifted by how much longer or shorter a prompt's
     prefill is (``prefill_at_s(scale) − prefill_at_s(1)``, :meth:`StreamModel.prefill_at_s`; ``scale`` = prompt
     over the mean prompt) plus an exponential queueing delay of mean ``wait_s`` (the finite run's wait); requests,
-    prompt lengths and delays are combined on fixed quantile grids (deterministic).
+    prompt lengths and delays are combined on fixed quantile grids (deterministic). ``station = (q, u)``: the
+    prefill stations' mean wait ``q``, which the fluid TTFT gives every request alike, and their bottleneck's
+    utilisation ``u``; the wait is spread instead (:func:`_station_delays`): a prompt behind a long one waits, the
+    others do not. Nemotron-H chat on 6 + 1 Mamba and 2 + 3 attention chiplets at 15.7 req/s: TTFT p90 0.22 s with
+    the mean wait alike, 0.35 s spread, 0.43 s simulated; dynamic benchmark TTFT p90 median est/sim at 120 % load
+    on arXiv 0.62–0.68 → 1.00–1.08, capacity Spearman 0.949 → 0.952 (static-scheduling report 0.923 → 0.942),
+    TTFT p90 Spearman @0.5/0.9/1.2 0.890/0.914/0.915 → 0.875/0.909/0.921.
     """
     import numpy as np
 
@@ -734,6 +758,10 @@ def latency_quantiles(run: WindowRun, prompt_tok, prefill_at_s, wait_s: float,
     shift = np.asarray(prefill_at_s(scale)) - float(prefill_at_s(1.0))
     u = np.linspace(0.0625, 0.9375, 8)
     delay = -np.log1p(-u) * wait_s if wait_s > 0 else np.zeros(1)
+    q_st, st = _station_delays(*station)
+    if st.size > 1:
+        t = t - q_st
+        delay = (delay[:, None] + st[None, :]).ravel()
     samples = (t[:, None, None] + shift[None, :, None] + delay[None, None, :]).ravel()
     q = np.asarray(probs)
     tpot = run.tpot_spread_s or run.tpot_s
