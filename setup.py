@@ -76,6 +76,9 @@ def _extensions() -> list:
     try:
         from Cython.Build import cythonize
     except ImportError:
+        if sys.argv[1:2] == ["build_ext"]:  # asked for the extensions by name: say why none is built, and fail
+            raise SystemExit("hydra_opt: setup.py build_ext needs Cython to compile " + ", ".join(COMPILED)
+                             + " (pip install Cython); nothing was built")
         print("hydra_opt: Cython not available; using the pure-Python simulator", file=sys.stderr)
         return []
     from setuptools import Extension

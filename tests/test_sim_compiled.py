@@ -61,3 +61,19 @@ def test_a_stale_compiled_module_is_not_used(tmp_path):
     assert "compiled flows module is older than flows.py" in err
     ref, _ = _run({"HYDRA_OPT_PURE_PYTHON": "1"})
     assert got["tp"] == ref["tp"] and got["events"] == ref["events"]
+
+
+def test_build_ext_without_cython_fails_with_one_line(tmp_path):
+    """``setup.py build_ext`` asks for the compiled modules by name: without Cython it fails and says so (a
+    ``pip install`` keeps the pure-Python fallback and only warns)."""
+    fake = tmp_path / "Cython"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('no Cython here')\n")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env.pop("HYDRA_OPT_PURE_PYTHON", None)
+    out = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "needs Cython" in out.stderr and "nothing was built" in out.stderr
+    assert "Traceback" not in out.stderr
