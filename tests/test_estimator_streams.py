@@ -455,3 +455,17 @@ def test_a_prompt_behind_a_long_one_waits_pollaczek_khinchine():
         assert waits[-1] == pytest.approx(pk)
     assert waits[0] == pytest.approx(d)  # C² = 1: M/M/1's d·U/(1 − U)
     assert waits[1] == pytest.approx(2.0 * waits[0])
+
+
+def test_unsorted_arrivals_are_refused_as_the_simulator_refuses_them():
+    import numpy as np
+
+    from hydra_opt.evaluate.estimator import estimate
+    from hydra_opt.evaluate.simulator.driver import simulate_design
+    from hydra_opt.workload.workload import Requests
+
+    design, model = _llama_requests_case()
+    req = Requests(np.array([0.0, 2.0, 1.0]), np.full(3, 100), np.full(3, 10))
+    for run in (estimate, simulate_design):
+        with pytest.raises(ValueError, match="arrival_s must be sorted"):
+            run(design, model, req)

@@ -155,6 +155,8 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, scn
     # The same request stream the simulator replays (``simulate(seed=0)`` by default), cut like it is.
     reqs = workload.requests(0 if seed is None else seed) if hasattr(workload, "requests") else workload
     arr = np.asarray(reqs.arrival_s, dtype=np.float64)
+    if arr.size > 1 and bool(np.any(np.diff(arr) < 0)):
+        raise ValueError("arrival_s must be sorted")  # as the simulator says (simulator.run.run_system)
     pt = np.asarray(reqs.prompt_tokens, dtype=np.float64)
     ot = np.maximum(np.asarray(reqs.output_tokens, dtype=np.float64), 1.0)
     if n_requests is not None:
