@@ -469,3 +469,25 @@ def test_unsorted_arrivals_are_refused_as_the_simulator_refuses_them():
     for run in (estimate, simulate_design):
         with pytest.raises(ValueError, match="arrival_s must be sorted"):
             run(design, model, req)
+
+
+def test_a_stream_that_reuses_a_dead_streams_id_gets_its_own_estimate():
+    """The prepared-workload cache is keyed by object ids; a request stream built in a loop can take the id of one
+    that was freed, and then got that one's preparation (two streams at 4 and 14 req/s estimated alike). Here the
+    reuse is staged: the first stream's entry is filed under the second's id."""
+    import numpy as np
+
+    from hydra_opt.evaluate.estimator import core
+    from hydra_opt.workload.workload import Requests
+
+    _, model = _llama_requests_case()
+    a = Requests(np.arange(5.0), np.full(5, 100), np.full(5, 10))
+    b = Requests(np.arange(5.0) * 3.0, np.full(5, 100), np.full(5, 20))
+    before = set(core._PREP_CACHE)
+    pa = core.prepare(model, a)
+    (key,) = set(core._PREP_CACHE) - before
+    staged = tuple(id(b) if k == id(a) else k for k in key)
+    core._PREP_CACHE[staged] = core._PREP_CACHE[key]
+    pb = core.prepare(model, b)
+    assert pb is not pa
+    assert pb.trace[0].tolist() == b.arrival_s.tolist() and pb.trace[1].tolist() == [19.0] * 5

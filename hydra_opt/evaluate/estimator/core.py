@@ -19,6 +19,7 @@ Pipeline of one estimate (docs/estimator.md has the derivations):
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -137,7 +138,17 @@ def prepare(model, workload, *, scenario: Scenario | None = None, options: Estim
     return _prepare_cached(model, workload, prec, opts.n_samples, opts.seed, opts.window_s, horizon, scn)
 
 
+#: ``key -> (model ref, workload ref, Prepared)``; the key holds ids, the refs tell a live object from a new one
+#: that reuses a dead one's id (a request stream built in a loop: the estimate of one stream came back for another).
 _PREP_CACHE: dict = {}
+
+
+def _ref(obj):
+    """A weak reference to ``obj``, or a strong one where it takes no weak references."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
 
 
 def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, scn: Scenario) -> Prepared:
@@ -145,8 +156,8 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, scn
     key = (id(model), getattr(model, "name", None), id(workload), getattr(workload, "name", None), prec, n_samples,
            seed, window, horizon, scn)
     hit = _PREP_CACHE.get(key)
-    if hit is not None:
-        return hit
+    if hit is not None and hit[0]() is model and hit[1]() is workload:
+        return hit[2]
     from hydra_opt.workload.precision import get_precision
 
     p = get_precision(prec)
@@ -213,7 +224,7 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, scn
         model=model,
         scenario=scn,
     )
-    _PREP_CACHE[key] = prep
+    _PREP_CACHE[key] = (_ref(model), _ref(workload), prep)
     return prep
 
 

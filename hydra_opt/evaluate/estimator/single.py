@@ -387,8 +387,8 @@ def _solve(di: _Design, prep: core.Prepared, opts: EstimatorOptions):
 
     tau_b = [n / _mx(_mn(cb, hb), 1e-300) for n, cb in zip(range(1, m_max + 1), curve_b)]
     tau_1 = [n / _mx(_mn(c1, h1), 1e-300) for n, c1 in zip(range(1, m_max + 1), curve_1)]
-    ctx = dict(ex=ex, ld=ld, m=m, m_max=m_max, curve=curve, xp=xp, x=x, x_hbm=x_hbm, taus=taus, tau_b=tau_b, tau_1=tau_1,
-               qrows=(qrows[lo_row], qrows[hi_row]))
+    ctx = dict(ex=ex, ld=ld, m=m, m_max=m_max, curve=curve, xp=xp, x=x, x_hbm=x_hbm, taus=taus, tau_b=tau_b,
+               tau_1=tau_1, qrows=(qrows[lo_row], qrows[hi_row]))
     run = _static_run(di, prep, ctx) if di.static_batching else _stream_run(di, prep, ctx)
     return _result(di, prep, ctx, run, demand, x_mva)
 

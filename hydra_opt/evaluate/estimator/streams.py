@@ -236,8 +236,9 @@ class StreamModel:
 
     def _station_wait_s(self, lam: float, d: float) -> float:
         """Queueing delay at a prefill station of demand ``d`` in the finite run: the M/G/1 wait
-        ``d·U·(1 + C²)/(2(1 − U))`` (``C²``: the prompt length's) where the run reaches it, else the wait of a queue started empty (``markov.window_wait_s``: a reflected
-        Brownian motion over the measured arrivals' span, service variability from the prompt lengths)."""
+        ``d·U·(1 + C²)/(2(1 − U))`` (``C²``: the prompt length's) where the run reaches it, else the wait of a queue
+        started empty (``markov.window_wait_s``: a reflected Brownian motion over the measured arrivals' span,
+        service variability from the prompt lengths)."""
         from hydra_opt.evaluate.estimator.markov import window_wait_s
 
         if d <= 0.0:
@@ -460,10 +461,10 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     five; 196 tok/s simulated, 101 estimated from the quantiles, 148 from the requests. Dynamic benchmark, same
     simulations: all 120 cells 0.884 → 0.895 (≥ 0.95: 40 → 48), throughput @0.5/0.9/1.2 0.970/0.966/0.930 →
     0.977/0.975/0.943, TTFT p90 @0.5/0.9 0.883/0.904 → 0.912/0.912, capacity 0.948 → 0.948 (Llama-3 arXiv
-    continuous 0.910 → 0.888, its median est/sim 1.14 → 1.00). ``spread=False`` (a slot count set by the KV capacity, priced at the mean context: long
-    survivors' growing KV does not free the slots short requests leave, the simulator preempts instead — a
-    memory-bound LongWriter design: 953 tok/s spread, 571 at the mean, 583 simulated) keeps ``1/λ`` arrivals that
-    all leave at ``S̄``.
+    continuous 0.910 → 0.888, its median est/sim 1.14 → 1.00). ``spread=False`` (a slot count set by the KV
+    capacity, priced at the mean context: long survivors' growing KV does not free the slots short requests leave,
+    the simulator preempts instead — a memory-bound LongWriter design: 953 tok/s spread, 571 at the mean, 583
+    simulated) keeps ``1/λ`` arrivals that all leave at ``S̄``.
     """
     import numpy as np
 
@@ -554,7 +555,6 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     # TTFT keeps the mean station wait (the caller adds the finite run's queueing delay on top of it).
     ttft = (adm + pre_n - start) if h_pre else (first - start)
     return WindowRun(thr, tuple(ttft[sel].tolist()), tuple(tpot.tolist()), fill, own, spread_tpot)
-
 
 
 def _trace(prep, end_s: float):
