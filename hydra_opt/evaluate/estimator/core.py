@@ -58,6 +58,8 @@ class Prepared:
             continuous/chunked fluid follows request by request (None: no requests).
         model: The model object (placement needs its blocks; None: load it by name).
         scenario: The run described (TTFT rule, token budget, pipeline depth, presets, lending).
+        memo: What the estimator derives from this preparation and caches (type tables, columns, plans): it lives
+            and dies with the preparation, so no cache keyed by object ids can outlive it.
     """
 
     model_name: str
@@ -82,6 +84,7 @@ class Prepared:
     trace: tuple | None = field(default=None, compare=False, repr=False)
     model: object = field(default=None, compare=False, repr=False)
     scenario: Scenario = field(default_factory=Scenario, compare=False)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def n_blocks(self) -> int:
@@ -140,13 +143,16 @@ def prepare(model, workload, *, scenario: Scenario | None = None, options: Estim
 
 #: ``key -> (model ref, workload ref, Prepared)``; the key holds ids, the refs tell a live object from a new one
 #: that reuses a dead one's id (a request stream built in a loop: the estimate of one stream came back for another).
+#: An entry leaves when its model or workload is freed (a capacity search prepares a stream per rate: kept, they
+#: grew a process by ~0.5 MB per design).
 _PREP_CACHE: dict = {}
 
 
-def _ref(obj):
-    """A weak reference to ``obj``, or a strong one where it takes no weak references."""
+def _ref(obj, key):
+    """A weak reference to ``obj`` that drops ``key``'s entry when ``obj`` is freed, or a strong one where ``obj``
+    takes no weak references."""
     try:
-        return weakref.ref(obj)
+        return weakref.ref(obj, lambda _r, k=key: _PREP_CACHE.pop(k, None))
     except TypeError:
         return lambda: obj
 
@@ -224,7 +230,7 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, scn
         model=model,
         scenario=scn,
     )
-    _PREP_CACHE[key] = (_ref(model), _ref(workload), prep)
+    _PREP_CACHE[key] = (_ref(model, key), _ref(workload, key), prep)
     return prep
 
 
@@ -333,13 +339,10 @@ def _chunked_plan(st, b: int, token_budget: float) -> dict:
     )
 
 
-_TABLE_CACHE: dict = {}
-
-
 def type_table(prep: Prepared, chiplet, batching: str, b: int, bw_gbps: float, token_budget: float) -> TypeTable:
-    """Block times of one chiplet type (cached per prepared workload, chiplet, batching, batch, bandwidth)."""
-    key = (id(prep), chiplet.name, chiplet.d2d_bw_gbps, batching, b, bw_gbps, token_budget)
-    hit = _TABLE_CACHE.get(key)
+    """Block times of one chiplet type (cached in ``prep.memo`` per chiplet, batching, batch, bandwidth)."""
+    key = ("table", chiplet.name, chiplet.d2d_bw_gbps, batching, b, bw_gbps, token_budget)
+    hit = prep.memo.get(key)
     if hit is not None:
         return hit
     plan = cycle_plan(prep, batching, b, token_budget)
@@ -353,9 +356,7 @@ def type_table(prep: Prepared, chiplet, batching: str, b: int, bw_gbps: float, t
     dec1, mem1 = _times(prep, chiplet, cap.decode_agg(prep.stats, 1.0), bw_gbps)
     pre1, _ = _times(prep, chiplet, cap.prefill_agg(prep.stats, 1.0), bw_gbps)
     t = TypeTable(pre, dec, pre_ref, dec_ref, dec1, pre1, mem, mem1, memb)
-    if len(_TABLE_CACHE) > 20000:
-        _TABLE_CACHE.clear()
-    _TABLE_CACHE[key] = t
+    prep.memo[key] = t
     return t
 
 

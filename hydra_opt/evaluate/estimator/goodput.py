@@ -91,11 +91,9 @@ def estimated_capacity(
                             arrival_interval_s=scn.arrival_interval_s)
     run_opts = EstimatorOptions(**{**opts.__dict__, "seed": None})
     run_scn = scn.with_(n_requests=None, arrival_interval_s=None)
-    keep = []  # the estimator caches by object id: keep every scaled stream alive during the search
 
     def attainment(rate: float) -> float:
         s = stream.at(rate)
-        keep.append(s)
         return estimated_slo(estimate(design, model, s, scenario=run_scn, options=run_opts), slo)["slo_attainment"]
 
     return capacity_search(attainment, stream.rate0_req_s, slo.attainment, tolerance=capacity.tolerance,

@@ -65,37 +65,36 @@ def _mx(a: float, b: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Caches (per prepared workload; Prepared objects live in core._PREP_CACHE, so their ids are stable)
+# Caches: what depends on a prepared workload lives in its ``memo`` (and dies with it); the rest in _MISC
 
-_EXTRA: dict = {}
-_COLS: dict = {}
 _MISC: dict = {}
 
 
 def _extras(prep: core.Prepared) -> dict:
-    hit = _EXTRA.get(id(prep))
-    if hit is None or hit["prep"] is not prep:
+    hit = prep.memo.get("extras")
+    if hit is None:
         hit = dict(
-            prep=prep,
+            grid_k=prep.grid_k,
+            grid_emin=prep.grid_emin,
             gk=prep.grid_k.tolist(),
             ge=prep.grid_emin.tolist(),
             prompt_scv=core._prompt_scv(prep),
             service_scv=core._service_scv(prep),
             fam_rows={f: np.nonzero(np.array(prep.families) == f)[0].tolist() for f in sorted(set(prep.families))},
         )
-        _EXTRA[id(prep)] = hit
+        prep.memo["extras"] = hit
     return hit
 
 
 def _cached(key, make, owner=None):
-    """Memoised ``make()``; ``owner`` (the prepared workload whose ``id`` is in the key) must be the same object."""
-    hit = _MISC.get(key)
-    if hit is None or hit[0] is not owner:
-        if len(_MISC) > 50000:
+    """Memoised ``make()``: in ``owner.memo`` (a prepared workload the value depends on), else in ``_MISC``."""
+    store = _MISC if owner is None else owner.memo
+    hit = store.get(key)
+    if hit is None:
+        if owner is None and len(_MISC) > 50000:
             _MISC.clear()
-        hit = (owner, make())
-        _MISC[key] = hit
-    return hit[1]
+        hit = store[key] = (make(),)
+    return hit[0]
 
 
 def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> tuple[list, tuple[list, list]]:
@@ -112,10 +111,10 @@ def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> tup
             if not native:
                 native = [k for k, c in enumerate(chips) if f in c.families] or list(range(len(chips)))
             elig.append(tuple(native))
-    key = (id(prep), keys, tuple(elig))
-    hit = _COLS.get(key)
-    if hit is not None and hit[0] is prep:
-        return hit[1]
+    key = ("cols", keys, tuple(elig))
+    hit = prep.memo.get(key)
+    if hit is not None:
+        return hit
     nb = prep.n_blocks
     out = []
     for k, t in enumerate(tables):
@@ -134,9 +133,7 @@ def _type_columns(prep, ex: dict, chips: list, tables: list, keys: tuple) -> tup
         out.append(tuple(cols))
     # The LPT block order depends on the columns only (Ω's greedy, capacities.assign_blocks).
     orders = (_lpt_order([c[2] for c in out], nb), _lpt_order([c[3] for c in out], nb))
-    if len(_COLS) > 4096:  # an entry is a few hundred floats per chiplet type
-        _COLS.clear()
-    _COLS[key] = (prep, (out, orders))
+    prep.memo[key] = (out, orders)
     return out, orders
 
 
@@ -150,7 +147,7 @@ def _family_sums(prep, ex: dict, table, tkey) -> dict:
             for name, arr in (("mem", table.mem_bytes), ("mem1", table.mem1_bytes), ("memb", table.memb_bytes))
         }
 
-    return _cached(("famsum", id(prep), tkey), make, prep)
+    return _cached(("famsum", tkey), make, prep)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -180,24 +177,21 @@ class _Design:
                  "mem_net")
 
 
-_TYPES: dict = {}
-
-
 def _type_part(design, prep: core.Prepared, lib, ex: dict, batching: str, b: int, budget: float):
     """What a design's chiplet *types* determine, whatever their counts: the built types and memory
-    (``materialise``), block-time tables, type columns, LPT orders and family memory sums. Cached per (prepared
-    workload, library, chiplet names, D2D bandwidth, package, DynaCore settings, memory, batching, batch)."""
+    (``materialise``), block-time tables, type columns, LPT orders and family memory sums. Cached in ``prep.memo``
+    per (library, chiplet names, D2D bandwidth, package, DynaCore settings, memory, batching, batch)."""
     c = design.counts
     items = c.items() if isinstance(c, dict) else c
     counts = [(str(n), int(k)) for n, k in items if int(k) > 0]  # materialise's counts
-    key = (id(prep), id(lib), tuple(n for n, _ in counts), design.d2d_bw_gbps, design.grid_w, design.grid_h,
+    key = ("types", id(lib), tuple(n for n, _ in counts), design.d2d_bw_gbps, design.grid_w, design.grid_h,
            design.slot_area_mm2, design.dynacore, design.memory, batching, b, budget)
     try:
-        hit = _TYPES.get(key)
+        hit = prep.memo.get(key)
     except TypeError:  # unhashable settings: no sharing
         key, hit = None, None
-    if hit is not None and hit[0] is prep and hit[1] is lib:
-        return counts, hit[2]
+    if hit is not None and hit[0] is lib:
+        return counts, hit[1]
     hw = materialise(design, lib)
     if not hw.counts:
         return counts, None
@@ -209,9 +203,7 @@ def _type_part(design, prep: core.Prepared, lib, ex: dict, batching: str, b: int
     cols, orders = _type_columns(prep, ex, chips, tables, tkeys)
     part = (mem, chips, tables, cols, orders, _family_sums(prep, ex, tables[0], tkeys[0]))
     if key is not None:
-        if len(_TYPES) > 20000:
-            _TYPES.clear()
-        _TYPES[key] = (prep, lib, part)
+        prep.memo[key] = (lib, part)
     return counts, part
 
 
@@ -251,7 +243,7 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
         p = core.cycle_plan(prep, batching, b, budget)
         return float(p["tokens"]), float(p["admits"]), max(p.get("chunk_passes", 1.0) - 1.0, 0.0)
 
-    out.tokens, out.admits, out.chunk_extra = _cached(("plan", id(prep), batching, b, budget), plan_scalars,
+    out.tokens, out.admits, out.chunk_extra = _cached(("plan", batching, b, budget), plan_scalars,
                                                                   prep)
     gw, gh = int(design.grid_w), int(design.grid_h)
     mem_bw = float(mem.bw_gbps)
@@ -776,7 +768,7 @@ def _batch_sequence(prep, ex, m_fl, b, a0, lam, pre_sum, pre_max, tau0, tau1, l1
 def _fluid_grids(prep, b, t_end, n_t) -> tuple[np.ndarray, np.ndarray]:
     """P(batch alive after K passes) on the order-statistics grid (as fluid.batch_sequence computes it) and the
     time grid; cached."""
-    surv = _cached(("surv", id(prep), b), lambda: (1.0 - prep.grid_cdf[None, :] ** np.array([b])[:, None])[0],
+    surv = _cached(("surv", b), lambda: (1.0 - prep.grid_cdf[None, :] ** np.array([b])[:, None])[0],
                    prep)
     return surv, _cached(("tg", t_end, n_t), lambda: np.linspace(0.0, t_end, n_t))
 
@@ -801,7 +793,7 @@ def _add_batches(acc, batches, g_t, w_of_k, gk, surv, idx, *, ones: bool) -> np.
 def _static_curves(ex, seq, b, r_tok, feasible, w0, w1) -> tuple[float, float]:
     """Cumulative tokens at ``w0`` and ``w1`` of a static-batching batch sequence."""
     if type(seq) is _kernels.StaticSeq:
-        return _kernels.static_curves(seq, ex["prep"].grid_k, ex["prep"].grid_emin, b, r_tok, feasible, w0, w1)
+        return _kernels.static_curves(seq, ex["grid_k"], ex["grid_emin"], b, r_tok, feasible, w0, w1)
     if not feasible:
         return 0.0, 0.0
     tt = np.array([w0, w1])
@@ -811,7 +803,7 @@ def _static_curves(ex, seq, b, r_tok, feasible, w0, w1) -> tuple[float, float]:
     g_t = _vinterp(tt, tg, g) + np.maximum(tt - tg[-1], 0.0) * rate
     g_c = _vinterp(first, tg, g) + np.maximum(first - tg[-1], 0.0) * rate
     w = np.maximum(g_t[None, :] - g_c[:, None], 0.0)
-    gk, ge = np.asarray(ex["prep"].grid_k), np.asarray(ex["prep"].grid_emin)
+    gk, ge = np.asarray(ex["grid_k"]), np.asarray(ex["grid_emin"])
     ku = int(seq["k_used"])
     kk = _vinterp(w[:ku], seq["w_of_k"], gk)
     out = (b * ((tt[None, :] >= first[:ku, None]) + _vinterp(kk, gk, ge))).sum(axis=0)
