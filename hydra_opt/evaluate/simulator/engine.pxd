@@ -50,7 +50,7 @@ cdef class Engine:
     cdef public double[::1] busy_s, link_bytes
     cdef public list queues, p_native, p_lent, q_append, q_popleft
     cdef public long long[::1] load
-    cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist, el_cand, el_n0, el_n1, el_l0, el_l1
+    cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist, el_cand, el_n0, el_n1, el_l0, el_l1, el_qk, el_ov, el_ovpos
     cdef public long long el_spread, el_margin, el_over
     cdef public double el_w
     cdef public Py_ssize_t el_nk, victim
@@ -116,9 +116,10 @@ cdef class Engine:
     cpdef Py_ssize_t _el_choose(self, _Part task)
     @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, queues=list, lend=bint, bv=Py_ssize_t,
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
-                   native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t)
+                   native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t, wide=bint,
+                   i=Py_ssize_t)
     cpdef _el_steal(self, Py_ssize_t idle)
-    @cython.locals(was="long long")
+    @cython.locals(was="long long", n=Py_ssize_t, i=Py_ssize_t, x=Py_ssize_t)
     cdef void _load_add(self, Py_ssize_t c, long long d)
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
                    cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,

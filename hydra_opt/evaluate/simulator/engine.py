@@ -775,7 +775,11 @@ class Engine:
         self.p_lent = [scheduler._pool(self.families[b], p, view)[1] for p in _PHASES for b in range(nb)]
         self.el_serves = array("q", [int(k in view.serves[c]) for c in range(nc) for k in keys])
         self.el_famok = array("q", [int(k[0] in {f for f, _ in view.serves[c]}) for c in range(nc) for k in keys])
-        self.el_over = self.nc if self.el_spread <= 0 else 0  # chiplets with load >= spread (_load_add)
+        # The chiplets with load >= spread (_load_add), unordered, el_over of them at el_ov[:el_over]; el_ovpos: each
+        # one's place there (a chiplet leaves by a swap with the last).
+        self.el_over = self.nc if self.el_spread <= 0 else 0
+        self.el_ov = array("q", range(nc))
+        self.el_ovpos = array("q", range(nc))
         self.el_dist = array("q", [manhattan(view.xy[c], self.block_mem_xy[b]) for b in range(nb) for c in range(nc)])
         # The same candidate lists flat, as C integers: (phase, block) i's native chiplets at
         # el_cand[el_n0[i]:el_n1[i]], its lending ones at el_cand[el_l0[i]:el_l1[i]].
@@ -789,6 +793,9 @@ class Engine:
             l1.append(len(cand))
         self.el_cand = array("q", cand)
         self.el_n0, self.el_n1, self.el_l0, self.el_l1 = (array("q", x) for x in (n0, n1, l0, l1))
+        # Queued tasks per (chiplet, key) at c * el_nk + k: _el_steal skips a victim none of whose tasks the idle
+        # chiplet may take without walking its queue (the deque's items are Python objects).
+        self.el_qk = array("q", [0]) * (nc * self.el_nk)
 
     def _el_min(self, lo: int, hi: int, blk: int) -> int:
         """The candidate in ``el_cand[lo:hi]`` minimising ``(load + distance_weight · hops to the block's memory, load,
@@ -849,11 +856,22 @@ class Engine:
             return best
         bl = 0
         bd = 0
-        for victim in range(nc):
+        for i in range(self.el_over):  # only chiplets holding `spread` tasks can be victims
+            victim = self.el_ov[i]
             if victim == idle:
                 continue
             lv = self.load[victim]
-            if lv < spread:  # (tested before the queue's length: a C read)
+            if bv >= 0 and lv < bl:
+                continue  # cannot beat the best so far, whatever it holds
+            # Skip a victim holding no task `idle` may take (the walk below would find none): per-key counts.
+            wide = lend and lv >= spread + self.el_margin  # then borrowed tasks of its families too
+            k = 0
+            while k < nk:
+                if self.el_qk[victim * nk + k] and (self.el_serves[idle * nk + k]
+                                                   or (wide and self.el_famok[idle * nk + k])):
+                    break
+                k += 1
+            if k == nk:
                 continue
             q = queues[victim]
             n = len(q)
@@ -870,7 +888,8 @@ class Engine:
                 if not native and lv < spread + self.el_margin:
                     continue
                 d = self.el_dist[task.block * nc + idle]
-                if bv < 0 or lv > bl or (lv == bl and d < bd):  # min of (-load, hops, victim); victims ascend
+                # min of (-load, hops, victim) (the reference visits victims in ascending order; these in any)
+                if bv < 0 or lv > bl or (lv == bl and (d < bd or (d == bd and victim < bv))):
                     best = task
                     bv = victim
                     bl = lv
@@ -880,12 +899,21 @@ class Engine:
         return best
 
     def _load_add(self, c: int, d: int) -> None:
-        """``load[c] += d`` (queued + running tasks), keeping ``el_over``: how many chiplets hold at least the
-        elastic scheduler's ``spread`` tasks (only those can be stolen from)."""
+        """``load[c] += d`` (queued + running tasks), keeping ``el_over``/``el_ov``: how many and which chiplets hold
+        at least the elastic scheduler's ``spread`` tasks (only those can be stolen from)."""
         was = self.load[c]
         self.load[c] = was + d
         if self.elastic and (was >= self.el_spread) != (was + d >= self.el_spread):
-            self.el_over += d
+            n = self.el_over
+            if d > 0:  # (d is +1 or -1) c joins the chiplets holding `spread` tasks
+                self.el_ov[n] = c
+                self.el_ovpos[c] = n
+            else:  # c leaves: the last takes its place
+                i = self.el_ovpos[c]
+                x = self.el_ov[n - 1]
+                self.el_ov[i] = x
+                self.el_ovpos[x] = i
+            self.el_over = n + d
 
     # ----------------------------------------------------------------------------------------------- tasks
     def _ready(self, task: _Part) -> None:
@@ -899,6 +927,8 @@ class Engine:
         task.chip = c
         queues = self.queues
         self.q_append[c](task)
+        if self.elastic:
+            self.el_qk[c * self.el_nk + self.p_key[task.pid * self.nb + task.block]] += 1
         self._load_add(c, 1)
         if not self.busy[c]:
             self._start_next(c)
@@ -913,12 +943,15 @@ class Engine:
         q = self.queues[c]
         if q:
             task = self.q_popleft[c]()
+            if self.elastic:
+                self.el_qk[c * self.el_nk + self.p_key[task.pid * self.nb + task.block]] -= 1
         elif self.stealing:
             if self.elastic:
                 task = self._el_steal(c)
                 if task is None:
                     return
                 victim = self.victim
+                self.el_qk[self.victim * self.el_nk + self.p_key[task.pid * self.nb + task.block]] -= 1
             else:
                 got = self.sched.steal(c, self.view)
                 if got is None:
