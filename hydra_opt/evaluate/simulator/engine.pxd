@@ -45,6 +45,10 @@ cdef class Engine:
     cdef public object port_bw, port_res, preempt_events, queue, res_path, running, sched, scn, seg_end
     cdef public object sharing, static_map, sys, view
     cdef public dict mem_pages
+    cdef public list mem_used, mem_peak
+    cdef public long long[::1] mk_idx
+    cdef public double[::1] mk_pb, mk_cap
+    cdef public Py_ssize_t mk_n
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
     cdef public double[::1] busy_s, link_bytes
@@ -144,5 +148,6 @@ cdef class Engine:
     cpdef _admit(self, Py_ssize_t r, _Batch b)
     cpdef _start_prefill(self, _Batch b)
     cpdef _start_pass(self, _Batch b)
-    @cython.locals(need="long long")
+    @cython.locals(need="long long", want="long long", d="long long", used=list, peak=list, i=Py_ssize_t,
+                   h=Py_ssize_t, u=cython.double)
     cpdef bint _ensure(self, Py_ssize_t r)

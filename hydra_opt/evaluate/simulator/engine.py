@@ -572,9 +572,29 @@ class Engine:
         need = self.prompt[r] + self.gen[r]
         # Most passes need no new page: answer PagedMemory.ensure's "nothing to add" case without calling it.
         have = self.mem_pages.get(r)
-        if have is not None and -(-need // self.page_tokens) <= have:
+        if have is None:
+            return self._make_room(r, need)
+        want = -(-need // self.page_tokens)
+        if want <= have:
             return True
-        return self._make_room(r, need)
+        # A held allocation grows by d pages: PagedMemory.ensure's growth (its _extra/ensure, same float operations
+        # in the same order) on typed copies of its constants, without a Python call; if it does not fit,
+        # _make_room calls ensure itself (which fails alike) and preempts.
+        d = want - have
+        used = self.mem_used
+        for i in range(self.mk_n):
+            h = self.mk_idx[i]
+            if used[h] + d * self.mk_pb[i] > self.mk_cap[i] + 1e-6:
+                return self._make_room(r, need)
+        peak = self.mem_peak
+        for i in range(self.mk_n):
+            h = self.mk_idx[i]
+            u = used[h] + d * self.mk_pb[i]
+            used[h] = u
+            if u > peak[h]:
+                peak[h] = u
+        self.mem_pages[r] = want
+        return True
 
     def _make_room(self, r: int, need: int) -> bool:
         """:meth:`_ensure` when ``r`` may need more pages."""
@@ -1289,5 +1309,13 @@ class Engine:
         self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
         self.page_tokens = self.mem.page_tokens
         self.mem_pages = self.mem.pages  # its dict of pages held (_ensure reads it typed, without two lookups)
+        # _ensure's growth path: its used/peak lists (shared, updated in place) and, per memory holding KV (its
+        # _kv_idx order), the index, page bytes and capacity as C numbers.
+        self.mem_used, self.mem_peak = self.mem._used, self.mem._peak
+        kv_idx = self.mem._kv_idx
+        self.mk_n = len(kv_idx)
+        self.mk_idx = array("q", kv_idx)
+        self.mk_pb = array("d", [self.mem.page_bytes[h] for h in kv_idx])
+        self.mk_cap = array("d", [self.mem._cap[h] for h in kv_idx])
         self.mem_int = [0.0] * nm
         self.mem_t = 0.0
