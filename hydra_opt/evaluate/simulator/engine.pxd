@@ -54,7 +54,7 @@ cdef class Engine:
     cdef public double[::1] busy_s, link_bytes
     cdef public list queues, p_native, p_lent, q_append, q_popleft
     cdef public long long[::1] load
-    cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist, el_cand, el_n0, el_n1, el_l0, el_l1, el_qk, el_ov, el_ovpos
+    cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist, el_cand, el_n0, el_n1, el_l0, el_l1, el_qk, el_qn, el_ov, el_ovpos
     cdef public long long el_spread, el_margin, el_over
     cdef public double el_w
     cdef public Py_ssize_t el_nk, victim
@@ -109,7 +109,7 @@ cdef class Engine:
     cpdef _account(self, _Part task)
     @cython.locals(blk=Py_ssize_t)
     cpdef _dispatch(self, _Part part)
-    @cython.locals(c=Py_ssize_t, queues=list, idle=Py_ssize_t)
+    @cython.locals(c=Py_ssize_t, queues=list, idle=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t)
     cpdef _ready(self, _Part task)
     @cython.locals(nc=Py_ssize_t, w=cython.double, best=Py_ssize_t,
                    bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double, j=Py_ssize_t)
@@ -129,7 +129,7 @@ cdef class Engine:
                    cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,
                    prev=Py_ssize_t, seq="long long", f=Flow, flows=EqualShareFlows, nb=Py_ssize_t, oc=Py_ssize_t,
                    osr=Py_ssize_t, oe=Py_ssize_t, om=Py_ssize_t, b=Py_ssize_t, y=cython.double,
-                   fid="long long")
+                   fid="long long", queued=bint)
     cpdef _start_next(self, Py_ssize_t c)
     @cython.locals(c=Py_ssize_t, blk=Py_ssize_t)
     cpdef _finish(self, _Part part)

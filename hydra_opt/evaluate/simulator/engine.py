@@ -816,6 +816,7 @@ class Engine:
         # Queued tasks per (chiplet, key) at c * el_nk + k: _el_steal skips a victim none of whose tasks the idle
         # chiplet may take without walking its queue (the deque's items are Python objects).
         self.el_qk = array("q", [0]) * (nc * self.el_nk)
+        self.el_qn = array("q", [0]) * nc  # and per chiplet (its queue's length, a C read)
 
     def _el_min(self, lo: int, hi: int, blk: int) -> int:
         """The candidate in ``el_cand[lo:hi]`` minimising ``(load + distance_weight · hops to the block's memory, load,
@@ -948,10 +949,19 @@ class Engine:
         queues = self.queues
         self.q_append[c](task)
         if self.elastic:
-            self.el_qk[c * self.el_nk + self.p_key[task.pid * self.nb + task.block]] += 1
+            i = task.pid * self.nb + task.block
+            self.el_qk[c * self.el_nk + self.p_key[i]] += 1
+            self.el_qn[c] += 1
         self._load_add(c, 1)
         if not self.busy[c]:
             self._start_next(c)
+        elif self.elastic:  # (elastic steals) the loop below on C arrays: p_native[i] is el_cand[el_n0[i]:el_n1[i]]
+            for j in range(self.el_n0[i], self.el_n1[i]):
+                idle = self.el_cand[j]
+                if not self.busy[idle] and not self.el_qn[idle]:
+                    self._start_next(idle)
+                    if not self.el_qn[c]:
+                        break
         elif self.stealing:
             for idle in self.p_native[task.pid * self.nb + task.block]:
                 if not self.busy[idle] and not queues[idle]:
@@ -960,11 +970,15 @@ class Engine:
                         break
 
     def _start_next(self, c: int) -> None:
-        q = self.queues[c]
-        if q:
+        if self.elastic:
+            queued = self.el_qn[c] > 0
+        else:
+            queued = len(self.queues[c]) > 0
+        if queued:
             task = self.q_popleft[c]()
             if self.elastic:
                 self.el_qk[c * self.el_nk + self.p_key[task.pid * self.nb + task.block]] -= 1
+                self.el_qn[c] -= 1
         elif self.stealing:
             if self.elastic:
                 task = self._el_steal(c)
@@ -972,6 +986,7 @@ class Engine:
                     return
                 victim = self.victim
                 self.el_qk[self.victim * self.el_nk + self.p_key[task.pid * self.nb + task.block]] -= 1
+                self.el_qn[self.victim] -= 1
             else:
                 got = self.sched.steal(c, self.view)
                 if got is None:
@@ -1087,7 +1102,7 @@ class Engine:
             self._dispatch(part)
         else:
             self._end_part(part)
-        if not self.busy[c] and (self.queues[c] or self.stealing):
+        if not self.busy[c] and (self.stealing or self.queues[c]):
             self._start_next(c)  # (advancing the batch may already have started a task here)
 
     # --------------------------------------------------------------------------------------------- bookkeeping
