@@ -139,7 +139,7 @@ cdef class Engine:
     cpdef _sample_mem(self)
     @cython.locals(b=_Batch)
     cpdef _try_form(self)
-    @cython.locals(stage=list, rids=list, r=Py_ssize_t)
+    @cython.locals(rids=list)
     cpdef _start_decode(self, _Batch b)
     @cython.locals(prompt=list, gen=list, tot="long long", c="long long", cap="long long", r=Py_ssize_t,
                    sc=cython.double, n=cython.double, part=_Part)
@@ -147,7 +147,15 @@ cdef class Engine:
     cpdef _complete(self, Py_ssize_t r, _Batch b)
     cpdef _admit(self, Py_ssize_t r, _Batch b)
     cpdef _start_prefill(self, _Batch b)
+    @cython.locals(stage=list, prompt=list, gen=list, pdone=list, members=list, k=Py_ssize_t, r=Py_ssize_t,
+                   pend="long long")
     cpdef _start_pass(self, _Batch b)
+    @cython.locals(stage=list, out=list, k=Py_ssize_t, r=Py_ssize_t, s="long long")
+    cdef list _at_stage(self, list members, long long st)
+    @cython.locals(stage=list, r=Py_ssize_t)
+    cdef _grow_decoding(self, _Batch b)
+    @cython.locals(epoch=list, out=list, k=Py_ssize_t, r=Py_ssize_t)
+    cdef list _epochs(self, list rids)
     @cython.locals(need="long long", want="long long", d="long long", used=list, peak=list, i=Py_ssize_t,
                    h=Py_ssize_t, u=cython.double)
     cpdef bint _ensure(self, Py_ssize_t r)

@@ -639,7 +639,7 @@ class Engine:
         for r in rids:
             stage[r] = 1
         part = _Part(b, "prefill", rids, self._pass_vals(agg), self.seg_end["prefill"], self._omap("prefill"))
-        part.epochs = [self.epoch[r] for r in rids]
+        part.epochs = self._epochs(rids)
         b.pre = part
         self._dispatch(part)
 
@@ -647,14 +647,43 @@ class Engine:
         """Start the batch's decode stream if idle: one pass over every decoding member."""
         if b.dec is not None or self.chunked:
             return
-        stage = self.stage
         if self.continuous:
-            for r in [r for r in b.members if stage[r] == 2]:
-                if self.where[r] == b.bid and stage[r] == 2:
-                    self._ensure(r)
-        rids = [r for r in b.members if stage[r] == 2]
+            self._grow_decoding(b)
+        rids = self._at_stage(b.members, 2)
         if rids:
             self._decode_part(b, rids)
+
+    # The per-member loops of pass starts index the request lists with a C integer per member (compiled), not a
+    # boxed one per access: same lists, same order as the comprehensions they replace.
+    def _at_stage(self, members: list[int], st: int) -> list[int]:
+        """The requests of ``members`` at stage ``st`` (0 needs prefill, 1 prefilling, 2 decoding), in order."""
+        stage = self.stage
+        out = []
+        for k in range(len(members)):
+            x = members[k]
+            r = x
+            s = stage[r]
+            if s == st:
+                out.append(x)
+        return out
+
+    def _grow_decoding(self, b: _Batch) -> None:
+        """Memory for the next token of each decoding member of ``b`` (:meth:`_ensure` may preempt members: the
+        decoding ones are listed first)."""
+        stage = self.stage
+        for x in self._at_stage(b.members, 2):
+            r = x
+            if self.where[r] == b.bid and stage[r] == 2:
+                self._ensure(r)
+
+    def _epochs(self, rids: list[int]) -> list[int]:
+        """The epoch of each of ``rids`` (a pass's record of who it serves)."""
+        epoch = self.epoch
+        out = []
+        for k in range(len(rids)):
+            r = rids[k]
+            out.append(epoch[r])
+        return out
 
     def _decode_part(self, b: _Batch, rids: list[int]) -> None:
         """Dispatch one decode pass over ``rids`` (one new token each, at its own context)."""
@@ -668,7 +697,7 @@ class Engine:
         n = float(len(rids))
         agg = np.array([1.0, n, n, sc, n, sc])
         part = _Part(b, "decode", rids, self._pass_vals(agg), self.seg_end["decode"], self._omap("decode"))
-        part.epochs = [self.epoch[r] for r in rids]
+        part.epochs = self._epochs(rids)
         b.dec = part
         self._dispatch(part)
 
@@ -676,18 +705,24 @@ class Engine:
         """Chunked prefill: start the batch's next pass (no pass of it in flight): every decode, then prefill chunks
         of the prefilling members and of newly admitted requests within ``token_budget`` (runtime.batching)."""
         stage, prompt, gen, pdone = self.stage, self.prompt, self.gen, self.pdone
-        for r in [r for r in b.members if stage[r] == 2]:
-            if self.where[r] == b.bid and stage[r] == 2:
-                self._ensure(r)
-        dec = [r for r in b.members if stage[r] == 2]
+        self._grow_decoding(b)
+        members = b.members
+        dec = self._at_stage(members, 2)
         left = self.batcher.token_budget - len(dec)
-        room = left - sum([prompt[r] + gen[r] - pdone[r] for r in b.members if stage[r] == 0])
+        pend = 0  # prompt tokens still to prefill (an exact integer sum, as sum() of the list was)
+        for k in range(len(members)):
+            r = members[k]
+            if stage[r] == 0:
+                pend += prompt[r]
+                pend += gen[r]
+                pend -= pdone[r]
+        room = left - pend
         if self.queue and room > 0 and len(b.members) < self.max_batch:
             before = len(b.members)
             self.batcher.refill(b.members, room, self.queue, self.mem)
             for r in b.members[before:]:
                 self._admit(r, b)
-        pre = [r for r in b.members if stage[r] == 0]
+        pre = self._at_stage(b.members, 0)
         qs = plan_chunks([prompt[r] + gen[r] - pdone[r] for r in pre], left)
         pre, qs = [r for r, q in zip(pre, qs) if q > 0], [q for q in qs if q > 0]
         if pre:
@@ -699,7 +734,7 @@ class Engine:
                 stage[r] = 1
             part = _Part(b, "prefill", pre, self._pass_vals(agg), self.seg_end["prefill"], self._omap("prefill"))
             part.qs = qs
-            part.epochs = [self.epoch[r] for r in pre]
+            part.epochs = self._epochs(pre)
             b.pre = part
             self._dispatch(part)
         if dec:
@@ -948,8 +983,8 @@ class Engine:
         task.chip = c
         queues = self.queues
         self.q_append[c](task)
+        i = task.pid * self.nb + task.block
         if self.elastic:
-            i = task.pid * self.nb + task.block
             self.el_qk[c * self.el_nk + self.p_key[i]] += 1
             self.el_qn[c] += 1
         self._load_add(c, 1)
