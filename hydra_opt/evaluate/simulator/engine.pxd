@@ -95,9 +95,9 @@ cdef class Engine:
     @cython.locals(i=Py_ssize_t, e=Py_ssize_t)
     cpdef Py_ssize_t _hpush(self, double t, long long seq, long long kind, obj, long long ver)
     @cython.locals(n=Py_ssize_t)
-    cpdef _hpop(self)
+    cdef void _hpop(self) noexcept
     @cython.locals(i=Py_ssize_t, e=Py_ssize_t)
-    cpdef _hmove(self, Flow f, long long seq)
+    cdef void _hmove(self, Flow f, long long seq) noexcept
     # noexcept: typed-array reads and writes only (no bounds checks), nothing can raise.
     @cython.locals(i0=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, tp=cython.double)
     cdef void _hplace(self, Py_ssize_t i, double t, long long seq, Py_ssize_t e) noexcept
@@ -124,7 +124,7 @@ cdef class Engine:
                    i=Py_ssize_t)
     cpdef _el_steal(self, Py_ssize_t idle)
     @cython.locals(was="long long", n=Py_ssize_t, i=Py_ssize_t, x=Py_ssize_t)
-    cdef void _load_add(self, Py_ssize_t c, long long d)
+    cdef void _load_add(self, Py_ssize_t c, long long d) noexcept
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
                    cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,
                    prev=Py_ssize_t, seq="long long", f=Flow, flows=EqualShareFlows, nb=Py_ssize_t, oc=Py_ssize_t,

@@ -55,7 +55,9 @@ cdef class EqualShareFlows:
 
     # Re-times a slot's flow: C arrays only, unless its rate changed.
     @cython.locals(rate=cython.double, rem=cython.double, f=Flow)
-    cdef void _time(self, Py_ssize_t j, double now)
+    # noexcept (as _load_add, _hmove, _hpop in the engine): nothing in it can raise (its list read and record type
+    # hold by construction), so its callers need no PyErr_Occurred check per call.
+    cdef void _time(self, Py_ssize_t j, double now) noexcept
 
     @cython.locals(m1=cython.double, m2=cython.double, s=cython.double, a1=Py_ssize_t, x=Py_ssize_t, i=Py_ssize_t,
                    off=Py_ssize_t)
