@@ -52,7 +52,7 @@ cdef class Engine:
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
     cdef public double[::1] busy_s, link_bytes
-    cdef public list queues, p_native, p_lent, q_append, q_popleft
+    cdef public list queues, p_native, p_lent, q_append, q_popleft, q_remove
     cdef public long long[::1] load
     cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist, el_cand, el_n0, el_n1, el_l0, el_l1, el_qk, el_qn, el_ov, el_ovpos
     cdef public long long el_spread, el_margin, el_over

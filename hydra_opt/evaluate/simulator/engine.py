@@ -929,10 +929,10 @@ class Engine:
                 k += 1
             if k == nk:
                 continue
-            q = queues[victim]
-            n = len(q)
+            n = self.el_qn[victim]  # len(queues[victim])
             if n < spread - 1:
                 continue
+            q = queues[victim]
             j = n
             while j > 0:  # newest first: it would wait longest where it is (indexed: no reversed() iterator)
                 j -= 1
@@ -1027,7 +1027,7 @@ class Engine:
                 if got is None:
                     return
                 victim, task = got
-            self.queues[victim].remove(task)
+            self.q_remove[victim](task)
             self._load_add(victim, -1)
             self._load_add(c, 1)
             task.chip = c
@@ -1296,9 +1296,10 @@ class Engine:
         self.busy = array("q", [0]) * self.nc  # 1 while a task runs on the chiplet
         self.busy_s = array("d", [0.0]) * self.nc
         self.queues = self.view.queues  # the view's own lists (the schedulers read them)
-        # Their bound append/popleft, looked up once: a call of a stored bound method skips the method lookup.
+        # Their bound append/popleft/remove, looked up once: a call of a stored bound method skips the method lookup.
         self.q_append = [q.append for q in self.queues]
         self.q_popleft = [q.popleft for q in self.queues]
+        self.q_remove = [q.remove for q in self.queues]
         self.load = self.view.load
         self.energy_dyn = 0.0
 
