@@ -510,6 +510,8 @@ class Engine:
 
     def _try_form(self) -> None:
         queue = self.queue
+        if not queue:  # nothing to admit (the loops below would stop at once): skip the batch list
+            return
         if self.continuous:
             for b in list(self.batches.values()):
                 if not queue:
