@@ -45,12 +45,16 @@ cdef class Engine:
     cdef public object port_bw, port_res, preempt_events, queue, res_path, running, sched, scn, seg_end
     cdef public object sharing, static_map, sys, view
     cdef public dict mem_pages
+    cdef public list mem_used, mem_peak
+    cdef public long long[::1] mk_idx
+    cdef public double[::1] mk_pb, mk_cap
+    cdef public Py_ssize_t mk_n
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
     cdef public double[::1] busy_s, link_bytes
-    cdef public list queues, p_native, p_lent, q_append, q_popleft
+    cdef public list queues, p_native, p_lent, q_append, q_popleft, q_remove
     cdef public long long[::1] load
-    cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist, el_cand, el_n0, el_n1, el_l0, el_l1
+    cdef public long long[::1] p_key, p_pref, el_serves, el_famok, el_dist, el_cand, el_n0, el_n1, el_l0, el_l1, el_qk, el_qn, el_ov, el_ovpos
     cdef public long long el_spread, el_margin, el_over
     cdef public double el_w
     cdef public Py_ssize_t el_nk, victim
@@ -91,9 +95,9 @@ cdef class Engine:
     @cython.locals(i=Py_ssize_t, e=Py_ssize_t)
     cpdef Py_ssize_t _hpush(self, double t, long long seq, long long kind, obj, long long ver)
     @cython.locals(n=Py_ssize_t)
-    cpdef _hpop(self)
+    cdef void _hpop(self) noexcept
     @cython.locals(i=Py_ssize_t, e=Py_ssize_t)
-    cpdef _hmove(self, Flow f, long long seq)
+    cdef void _hmove(self, Flow f, long long seq) noexcept
     # noexcept: typed-array reads and writes only (no bounds checks), nothing can raise.
     @cython.locals(i0=Py_ssize_t, p=Py_ssize_t, c=Py_ssize_t, n=Py_ssize_t, tp=cython.double)
     cdef void _hplace(self, Py_ssize_t i, double t, long long seq, Py_ssize_t e) noexcept
@@ -105,7 +109,7 @@ cdef class Engine:
     cpdef _account(self, _Part task)
     @cython.locals(blk=Py_ssize_t)
     cpdef _dispatch(self, _Part part)
-    @cython.locals(c=Py_ssize_t, queues=list, idle=Py_ssize_t)
+    @cython.locals(c=Py_ssize_t, queues=list, idle=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t)
     cpdef _ready(self, _Part task)
     @cython.locals(nc=Py_ssize_t, w=cython.double, best=Py_ssize_t,
                    bs=cython.double, bl="long long", c=Py_ssize_t, ld="long long", s=cython.double, j=Py_ssize_t)
@@ -116,15 +120,16 @@ cdef class Engine:
     cpdef Py_ssize_t _el_choose(self, _Part task)
     @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, queues=list, lend=bint, bv=Py_ssize_t,
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
-                   native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t)
+                   native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t, wide=bint,
+                   i=Py_ssize_t)
     cpdef _el_steal(self, Py_ssize_t idle)
-    @cython.locals(was="long long")
-    cdef void _load_add(self, Py_ssize_t c, long long d)
+    @cython.locals(was="long long", n=Py_ssize_t, i=Py_ssize_t, x=Py_ssize_t)
+    cdef void _load_add(self, Py_ssize_t c, long long d) noexcept
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
                    cap=cython.double, blk=Py_ssize_t, end=Py_ssize_t, tau=Py_ssize_t, r3=Py_ssize_t,
                    prev=Py_ssize_t, seq="long long", f=Flow, flows=EqualShareFlows, nb=Py_ssize_t, oc=Py_ssize_t,
                    osr=Py_ssize_t, oe=Py_ssize_t, om=Py_ssize_t, b=Py_ssize_t, y=cython.double,
-                   fid="long long")
+                   fid="long long", queued=bint)
     cpdef _start_next(self, Py_ssize_t c)
     @cython.locals(c=Py_ssize_t, blk=Py_ssize_t)
     cpdef _finish(self, _Part part)
@@ -134,7 +139,7 @@ cdef class Engine:
     cpdef _sample_mem(self)
     @cython.locals(b=_Batch)
     cpdef _try_form(self)
-    @cython.locals(stage=list, rids=list, r=Py_ssize_t)
+    @cython.locals(rids=list)
     cpdef _start_decode(self, _Batch b)
     @cython.locals(prompt=list, gen=list, tot="long long", c="long long", cap="long long", r=Py_ssize_t,
                    sc=cython.double, n=cython.double, part=_Part)
@@ -142,6 +147,15 @@ cdef class Engine:
     cpdef _complete(self, Py_ssize_t r, _Batch b)
     cpdef _admit(self, Py_ssize_t r, _Batch b)
     cpdef _start_prefill(self, _Batch b)
+    @cython.locals(stage=list, prompt=list, gen=list, pdone=list, members=list, k=Py_ssize_t, r=Py_ssize_t,
+                   pend="long long")
     cpdef _start_pass(self, _Batch b)
-    @cython.locals(need="long long")
+    @cython.locals(stage=list, out=list, k=Py_ssize_t, r=Py_ssize_t, s="long long")
+    cdef list _at_stage(self, list members, long long st)
+    @cython.locals(stage=list, r=Py_ssize_t)
+    cdef _grow_decoding(self, _Batch b)
+    @cython.locals(epoch=list, out=list, k=Py_ssize_t, r=Py_ssize_t)
+    cdef list _epochs(self, list rids)
+    @cython.locals(need="long long", want="long long", d="long long", used=list, peak=list, i=Py_ssize_t,
+                   h=Py_ssize_t, u=cython.double)
     cpdef bint _ensure(self, Py_ssize_t r)

@@ -510,6 +510,8 @@ class Engine:
 
     def _try_form(self) -> None:
         queue = self.queue
+        if not queue:  # nothing to admit (the loops below would stop at once): skip the batch list
+            return
         if self.continuous:
             for b in list(self.batches.values()):
                 if not queue:
@@ -572,9 +574,29 @@ class Engine:
         need = self.prompt[r] + self.gen[r]
         # Most passes need no new page: answer PagedMemory.ensure's "nothing to add" case without calling it.
         have = self.mem_pages.get(r)
-        if have is not None and -(-need // self.page_tokens) <= have:
+        if have is None:
+            return self._make_room(r, need)
+        want = -(-need // self.page_tokens)
+        if want <= have:
             return True
-        return self._make_room(r, need)
+        # A held allocation grows by d pages: PagedMemory.ensure's growth (its _extra/ensure, same float operations
+        # in the same order) on typed copies of its constants, without a Python call; if it does not fit,
+        # _make_room calls ensure itself (which fails alike) and preempts.
+        d = want - have
+        used = self.mem_used
+        for i in range(self.mk_n):
+            h = self.mk_idx[i]
+            if used[h] + d * self.mk_pb[i] > self.mk_cap[i] + 1e-6:
+                return self._make_room(r, need)
+        peak = self.mem_peak
+        for i in range(self.mk_n):
+            h = self.mk_idx[i]
+            u = used[h] + d * self.mk_pb[i]
+            used[h] = u
+            if u > peak[h]:
+                peak[h] = u
+        self.mem_pages[r] = want
+        return True
 
     def _make_room(self, r: int, need: int) -> bool:
         """:meth:`_ensure` when ``r`` may need more pages."""
@@ -619,7 +641,7 @@ class Engine:
         for r in rids:
             stage[r] = 1
         part = _Part(b, "prefill", rids, self._pass_vals(agg), self.seg_end["prefill"], self._omap("prefill"))
-        part.epochs = [self.epoch[r] for r in rids]
+        part.epochs = self._epochs(rids)
         b.pre = part
         self._dispatch(part)
 
@@ -627,14 +649,43 @@ class Engine:
         """Start the batch's decode stream if idle: one pass over every decoding member."""
         if b.dec is not None or self.chunked:
             return
-        stage = self.stage
         if self.continuous:
-            for r in [r for r in b.members if stage[r] == 2]:
-                if self.where[r] == b.bid and stage[r] == 2:
-                    self._ensure(r)
-        rids = [r for r in b.members if stage[r] == 2]
+            self._grow_decoding(b)
+        rids = self._at_stage(b.members, 2)
         if rids:
             self._decode_part(b, rids)
+
+    # The per-member loops of pass starts index the request lists with a C integer per member (compiled), not a
+    # boxed one per access: same lists, same order as the comprehensions they replace.
+    def _at_stage(self, members: list[int], st: int) -> list[int]:
+        """The requests of ``members`` at stage ``st`` (0 needs prefill, 1 prefilling, 2 decoding), in order."""
+        stage = self.stage
+        out = []
+        for k in range(len(members)):
+            x = members[k]
+            r = x
+            s = stage[r]
+            if s == st:
+                out.append(x)
+        return out
+
+    def _grow_decoding(self, b: _Batch) -> None:
+        """Memory for the next token of each decoding member of ``b`` (:meth:`_ensure` may preempt members: the
+        decoding ones are listed first)."""
+        stage = self.stage
+        for x in self._at_stage(b.members, 2):
+            r = x
+            if self.where[r] == b.bid and stage[r] == 2:
+                self._ensure(r)
+
+    def _epochs(self, rids: list[int]) -> list[int]:
+        """The epoch of each of ``rids`` (a pass's record of who it serves)."""
+        epoch = self.epoch
+        out = []
+        for k in range(len(rids)):
+            r = rids[k]
+            out.append(epoch[r])
+        return out
 
     def _decode_part(self, b: _Batch, rids: list[int]) -> None:
         """Dispatch one decode pass over ``rids`` (one new token each, at its own context)."""
@@ -648,7 +699,7 @@ class Engine:
         n = float(len(rids))
         agg = np.array([1.0, n, n, sc, n, sc])
         part = _Part(b, "decode", rids, self._pass_vals(agg), self.seg_end["decode"], self._omap("decode"))
-        part.epochs = [self.epoch[r] for r in rids]
+        part.epochs = self._epochs(rids)
         b.dec = part
         self._dispatch(part)
 
@@ -656,18 +707,24 @@ class Engine:
         """Chunked prefill: start the batch's next pass (no pass of it in flight): every decode, then prefill chunks
         of the prefilling members and of newly admitted requests within ``token_budget`` (runtime.batching)."""
         stage, prompt, gen, pdone = self.stage, self.prompt, self.gen, self.pdone
-        for r in [r for r in b.members if stage[r] == 2]:
-            if self.where[r] == b.bid and stage[r] == 2:
-                self._ensure(r)
-        dec = [r for r in b.members if stage[r] == 2]
+        self._grow_decoding(b)
+        members = b.members
+        dec = self._at_stage(members, 2)
         left = self.batcher.token_budget - len(dec)
-        room = left - sum([prompt[r] + gen[r] - pdone[r] for r in b.members if stage[r] == 0])
+        pend = 0  # prompt tokens still to prefill (an exact integer sum, as sum() of the list was)
+        for k in range(len(members)):
+            r = members[k]
+            if stage[r] == 0:
+                pend += prompt[r]
+                pend += gen[r]
+                pend -= pdone[r]
+        room = left - pend
         if self.queue and room > 0 and len(b.members) < self.max_batch:
             before = len(b.members)
             self.batcher.refill(b.members, room, self.queue, self.mem)
             for r in b.members[before:]:
                 self._admit(r, b)
-        pre = [r for r in b.members if stage[r] == 0]
+        pre = self._at_stage(b.members, 0)
         qs = plan_chunks([prompt[r] + gen[r] - pdone[r] for r in pre], left)
         pre, qs = [r for r, q in zip(pre, qs) if q > 0], [q for q in qs if q > 0]
         if pre:
@@ -679,7 +736,7 @@ class Engine:
                 stage[r] = 1
             part = _Part(b, "prefill", pre, self._pass_vals(agg), self.seg_end["prefill"], self._omap("prefill"))
             part.qs = qs
-            part.epochs = [self.epoch[r] for r in pre]
+            part.epochs = self._epochs(pre)
             b.pre = part
             self._dispatch(part)
         if dec:
@@ -775,7 +832,11 @@ class Engine:
         self.p_lent = [scheduler._pool(self.families[b], p, view)[1] for p in _PHASES for b in range(nb)]
         self.el_serves = array("q", [int(k in view.serves[c]) for c in range(nc) for k in keys])
         self.el_famok = array("q", [int(k[0] in {f for f, _ in view.serves[c]}) for c in range(nc) for k in keys])
-        self.el_over = self.nc if self.el_spread <= 0 else 0  # chiplets with load >= spread (_load_add)
+        # The chiplets with load >= spread (_load_add), unordered, el_over of them at el_ov[:el_over]; el_ovpos: each
+        # one's place there (a chiplet leaves by a swap with the last).
+        self.el_over = self.nc if self.el_spread <= 0 else 0
+        self.el_ov = array("q", range(nc))
+        self.el_ovpos = array("q", range(nc))
         self.el_dist = array("q", [manhattan(view.xy[c], self.block_mem_xy[b]) for b in range(nb) for c in range(nc)])
         # The same candidate lists flat, as C integers: (phase, block) i's native chiplets at
         # el_cand[el_n0[i]:el_n1[i]], its lending ones at el_cand[el_l0[i]:el_l1[i]].
@@ -789,6 +850,10 @@ class Engine:
             l1.append(len(cand))
         self.el_cand = array("q", cand)
         self.el_n0, self.el_n1, self.el_l0, self.el_l1 = (array("q", x) for x in (n0, n1, l0, l1))
+        # Queued tasks per (chiplet, key) at c * el_nk + k: _el_steal skips a victim none of whose tasks the idle
+        # chiplet may take without walking its queue (the deque's items are Python objects).
+        self.el_qk = array("q", [0]) * (nc * self.el_nk)
+        self.el_qn = array("q", [0]) * nc  # and per chiplet (its queue's length, a C read)
 
     def _el_min(self, lo: int, hi: int, blk: int) -> int:
         """The candidate in ``el_cand[lo:hi]`` minimising ``(load + distance_weight · hops to the block's memory, load,
@@ -849,16 +914,27 @@ class Engine:
             return best
         bl = 0
         bd = 0
-        for victim in range(nc):
+        for i in range(self.el_over):  # only chiplets holding `spread` tasks can be victims
+            victim = self.el_ov[i]
             if victim == idle:
                 continue
             lv = self.load[victim]
-            if lv < spread:  # (tested before the queue's length: a C read)
+            if bv >= 0 and lv < bl:
+                continue  # cannot beat the best so far, whatever it holds
+            # Skip a victim holding no task `idle` may take (the walk below would find none): per-key counts.
+            wide = lend and lv >= spread + self.el_margin  # then borrowed tasks of its families too
+            k = 0
+            while k < nk:
+                if self.el_qk[victim * nk + k] and (self.el_serves[idle * nk + k]
+                                                   or (wide and self.el_famok[idle * nk + k])):
+                    break
+                k += 1
+            if k == nk:
                 continue
-            q = queues[victim]
-            n = len(q)
+            n = self.el_qn[victim]  # len(queues[victim])
             if n < spread - 1:
                 continue
+            q = queues[victim]
             j = n
             while j > 0:  # newest first: it would wait longest where it is (indexed: no reversed() iterator)
                 j -= 1
@@ -870,7 +946,8 @@ class Engine:
                 if not native and lv < spread + self.el_margin:
                     continue
                 d = self.el_dist[task.block * nc + idle]
-                if bv < 0 or lv > bl or (lv == bl and d < bd):  # min of (-load, hops, victim); victims ascend
+                # min of (-load, hops, victim) (the reference visits victims in ascending order; these in any)
+                if bv < 0 or lv > bl or (lv == bl and (d < bd or (d == bd and victim < bv))):
                     best = task
                     bv = victim
                     bl = lv
@@ -880,12 +957,21 @@ class Engine:
         return best
 
     def _load_add(self, c: int, d: int) -> None:
-        """``load[c] += d`` (queued + running tasks), keeping ``el_over``: how many chiplets hold at least the
-        elastic scheduler's ``spread`` tasks (only those can be stolen from)."""
+        """``load[c] += d`` (queued + running tasks), keeping ``el_over``/``el_ov``: how many and which chiplets hold
+        at least the elastic scheduler's ``spread`` tasks (only those can be stolen from)."""
         was = self.load[c]
         self.load[c] = was + d
         if self.elastic and (was >= self.el_spread) != (was + d >= self.el_spread):
-            self.el_over += d
+            n = self.el_over
+            if d > 0:  # (d is +1 or -1) c joins the chiplets holding `spread` tasks
+                self.el_ov[n] = c
+                self.el_ovpos[c] = n
+            else:  # c leaves: the last takes its place
+                i = self.el_ovpos[c]
+                x = self.el_ov[n - 1]
+                self.el_ov[i] = x
+                self.el_ovpos[x] = i
+            self.el_over = n + d
 
     # ----------------------------------------------------------------------------------------------- tasks
     def _ready(self, task: _Part) -> None:
@@ -899,9 +985,20 @@ class Engine:
         task.chip = c
         queues = self.queues
         self.q_append[c](task)
+        i = task.pid * self.nb + task.block
+        if self.elastic:
+            self.el_qk[c * self.el_nk + self.p_key[i]] += 1
+            self.el_qn[c] += 1
         self._load_add(c, 1)
         if not self.busy[c]:
             self._start_next(c)
+        elif self.elastic:  # (elastic steals) the loop below on C arrays: p_native[i] is el_cand[el_n0[i]:el_n1[i]]
+            for j in range(self.el_n0[i], self.el_n1[i]):
+                idle = self.el_cand[j]
+                if not self.busy[idle] and not self.el_qn[idle]:
+                    self._start_next(idle)
+                    if not self.el_qn[c]:
+                        break
         elif self.stealing:
             for idle in self.p_native[task.pid * self.nb + task.block]:
                 if not self.busy[idle] and not queues[idle]:
@@ -910,21 +1007,29 @@ class Engine:
                         break
 
     def _start_next(self, c: int) -> None:
-        q = self.queues[c]
-        if q:
+        if self.elastic:
+            queued = self.el_qn[c] > 0
+        else:
+            queued = len(self.queues[c]) > 0
+        if queued:
             task = self.q_popleft[c]()
+            if self.elastic:
+                self.el_qk[c * self.el_nk + self.p_key[task.pid * self.nb + task.block]] -= 1
+                self.el_qn[c] -= 1
         elif self.stealing:
             if self.elastic:
                 task = self._el_steal(c)
                 if task is None:
                     return
                 victim = self.victim
+                self.el_qk[self.victim * self.el_nk + self.p_key[task.pid * self.nb + task.block]] -= 1
+                self.el_qn[self.victim] -= 1
             else:
                 got = self.sched.steal(c, self.view)
                 if got is None:
                     return
                 victim, task = got
-            self.queues[victim].remove(task)
+            self.q_remove[victim](task)
             self._load_add(victim, -1)
             self._load_add(c, 1)
             task.chip = c
@@ -1034,7 +1139,7 @@ class Engine:
             self._dispatch(part)
         else:
             self._end_part(part)
-        if not self.busy[c] and (self.queues[c] or self.stealing):
+        if not self.busy[c] and (self.stealing or self.queues[c]):
             self._start_next(c)  # (advancing the batch may already have started a task here)
 
     # --------------------------------------------------------------------------------------------- bookkeeping
@@ -1193,9 +1298,10 @@ class Engine:
         self.busy = array("q", [0]) * self.nc  # 1 while a task runs on the chiplet
         self.busy_s = array("d", [0.0]) * self.nc
         self.queues = self.view.queues  # the view's own lists (the schedulers read them)
-        # Their bound append/popleft, looked up once: a call of a stored bound method skips the method lookup.
+        # Their bound append/popleft/remove, looked up once: a call of a stored bound method skips the method lookup.
         self.q_append = [q.append for q in self.queues]
         self.q_popleft = [q.popleft for q in self.queues]
+        self.q_remove = [q.remove for q in self.queues]
         self.load = self.view.load
         self.energy_dyn = 0.0
 
@@ -1256,5 +1362,13 @@ class Engine:
         self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
         self.page_tokens = self.mem.page_tokens
         self.mem_pages = self.mem.pages  # its dict of pages held (_ensure reads it typed, without two lookups)
+        # _ensure's growth path: its used/peak lists (shared, updated in place) and, per memory holding KV (its
+        # _kv_idx order), the index, page bytes and capacity as C numbers.
+        self.mem_used, self.mem_peak = self.mem._used, self.mem._peak
+        kv_idx = self.mem._kv_idx
+        self.mk_n = len(kv_idx)
+        self.mk_idx = array("q", kv_idx)
+        self.mk_pb = array("d", [self.mem.page_bytes[h] for h in kv_idx])
+        self.mk_cap = array("d", [self.mem._cap[h] for h in kv_idx])
         self.mem_int = [0.0] * nm
         self.mem_t = 0.0

@@ -37,7 +37,8 @@ cdef class EqualShareFlows:
     cdef public long long[::1] uncapped, changed, rcnt
     cdef public long long stamp
     cdef public long long[::1] rpool, fslot, rfl, rt, fstamp, fnres
-    cdef public double[::1] fcap, frate, fdue
+    cdef public double[::1] fcap, frate, fdue, fm1, fm2
+    cdef public long long[::1] fa1, fok
     cdef public Py_ssize_t stride, nfree, nslots, nrt
 
     # (The typed arrays are read as self.x[i], not through local copies: a local memoryview costs an atomic
@@ -53,8 +54,17 @@ cdef class EqualShareFlows:
     cdef void _order(self, Py_ssize_t nch, Flow new)
 
     # Re-times a slot's flow: C arrays only, unless its rate changed.
-    @cython.locals(rate=cython.double, rem=cython.double, x=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t, f=Flow)
-    cdef void _time(self, Py_ssize_t j, double now)
+    @cython.locals(rate=cython.double, rem=cython.double, f=Flow)
+    # noexcept (as _load_add, _hmove, _hpop in the engine): nothing in it can raise (its list read and record type
+    # hold by construction), so its callers need no PyErr_Occurred check per call.
+    cdef void _time(self, Py_ssize_t j, double now) noexcept
+
+    @cython.locals(m1=cython.double, m2=cython.double, s=cython.double, a1=Py_ssize_t, x=Py_ssize_t, i=Py_ssize_t,
+                   off=Py_ssize_t)
+    cdef void _mins(self, Py_ssize_t j) noexcept
+
+    @cython.locals(base=Py_ssize_t, k=Py_ssize_t, j=Py_ssize_t, old=cython.double)
+    cdef void _set_share(self, Py_ssize_t r, double new, Py_ssize_t nch) noexcept
 
     cpdef Py_ssize_t start(self, long long fid, tuple resources, double nbytes, double now, double cap_bps, double latency_s,
                            task) except -1
@@ -71,7 +81,7 @@ cdef class EqualShareFlows:
                    hi=cython.double, m=Py_ssize_t, k=Py_ssize_t, i=Py_ssize_t, base=Py_ssize_t)
     cdef double _level(self, Py_ssize_t r) except? -1
 
-    @cython.locals(c=cython.double, x=Py_ssize_t, i=Py_ssize_t, off=Py_ssize_t)
+    @cython.locals(c=cython.double, m=cython.double)
     cdef double _avail(self, Py_ssize_t j, Py_ssize_t r) noexcept
 
     @cython.locals(nch=Py_ssize_t, finite=bint, new=cython.double, r=Py_ssize_t, on=list, s=set, m=Py_ssize_t,

@@ -165,16 +165,18 @@ class EqualShareFlows:
         if n:
             rpool, fcap, frate, fstamp, fnres, fdue = (self.rpool, self.fcap, self.frate, self.fstamp, self.fnres,
                                                        self.fdue)
+            fm1, fm2, fa1, fok = self.fm1, self.fm2, self.fa1, self.fok
             rfl = array("q", [0]) * (m * nr)
             for r in range(nr):  # row r: rcnt[r] slots at r * nslots
                 for k in range(self.rcnt[r]):
                     rfl[r * m + k] = self.rfl[r * n + k]
         else:
-            rpool = fcap = frate = fstamp = fnres = fdue = array("q")
+            rpool = fcap = frate = fstamp = fnres = fdue = fm1 = fm2 = fa1 = fok = array("q")
             rfl = array("q", [0]) * (m * nr)
         self.rpool = grown(rpool, "q", nr)
         self.fcap, self.frate, self.fdue = grown(fcap, "d", 1), grown(frate, "d", 1), grown(fdue, "d", 1)
         self.fstamp, self.fnres = grown(fstamp, "q", 1), grown(fnres, "q", 1)
+        self.fm1, self.fm2, self.fa1, self.fok = grown(fm1, "d", 1), grown(fm2, "d", 1), grown(fa1, "q", 1), grown(fok, "q", 1)
         self.rfl = rfl
         self.byslot += [None] * (m - n)
         self.rt = array("q", [0]) * m  # slots re-timed by the last start/finish (each once)
@@ -243,12 +245,9 @@ class EqualShareFlows:
     def _time(self, j: int, now: float) -> None:
         """Re-time slot ``j``'s flow at the minimum of its resources' shares and its cap; added to ``rt`` if its
         rate changed."""
-        rate = _INF  # min over its resources' shares
-        off = j * self.stride
-        for i in range(off, off + self.fnres[j]):
-            x = self.rpool[i]
-            if self.share[x] < rate:
-                rate = self.share[x]
+        if not self.fok[j]:
+            self._mins(j)
+        rate = self.fm1[j]  # min over its resources' shares
         if self.fcap[j] < rate:
             rate = self.fcap[j]
         if rate == self.frate[j]:
@@ -307,6 +306,7 @@ class EqualShareFlows:
         cap_bps = self.fcap[j] = f.cap
         self.frate[j] = 0.0
         self.fstamp[j] = 0
+        self.fok[j] = 0
         resources = f.res
         self.fnres[j] = len(resources)
         off = j * self.stride
@@ -328,9 +328,7 @@ class EqualShareFlows:
                 self.uncapped[r] += 1
             new = self._share(r) if waterfill else self.cap[r] / self.rcnt[r]
             if new != self.share[r]:
-                self.oldsh[nch] = self.share[r]
-                self.share[r] = new
-                self.changed[nch] = r
+                self._set_share(r, new, nch)
                 nch += 1
         self.nrt = 0
         if nch == 0:  # no share changed: only the new flow is timed
@@ -390,13 +388,61 @@ class EqualShareFlows:
     def _avail(self, j: int, r: int) -> float:
         """What slot ``j``'s flow can take at most on resource ``r``: its own cap and the shares of its other
         resources (one-step propagation)."""
+        if not self.fok[j]:
+            self._mins(j)
         c = self.fcap[j]
+        m = self.fm2[j] if self.fa1[j] == r else self.fm1[j]  # (a flow crosses r at most once)
+        return m if m < c else c
+
+    def _mins(self, j: int) -> None:
+        """Cache slot ``j``'s smallest and second smallest share over its resources (``fm1`` at resource ``fa1``,
+        ``fm2``; valid while ``fok``): the minimum over all but one resource, which levels ask for per flow on a
+        resource, is then one of them. A minimum is the same float in any order. A share change updates the
+        minima of the flows on that resource, or voids them when it cannot tell (:meth:`_set_share`)."""
+        m1 = m2 = _INF
+        a1 = -1
         off = j * self.stride
         for i in range(off, off + self.fnres[j]):
             x = self.rpool[i]
-            if x != r and self.share[x] < c:
-                c = self.share[x]
-        return c
+            s = self.share[x]
+            if s < m1:
+                m2 = m1
+                m1 = s
+                a1 = x
+            elif s < m2:
+                m2 = s
+        self.fm1[j] = m1
+        self.fm2[j] = m2
+        self.fa1[j] = a1
+        self.fok[j] = 1
+
+    def _set_share(self, r: int, new: float, nch: int) -> None:
+        """Set resource ``r``'s share to ``new`` (changed: the ``nch``-th in ``changed``) and update the cached minima
+        of its flows (:meth:`_mins`); a flow's are voided only when its second smallest may have risen (the
+        resource held it and its share rose, or held the smallest and rose above the second)."""
+        old = self.share[r]
+        self.oldsh[nch] = old
+        self.share[r] = new
+        self.changed[nch] = r
+        base = r * self.nslots
+        for k in range(base, base + self.rcnt[r]):
+            j = self.rfl[k]
+            if not self.fok[j]:
+                continue
+            if self.fa1[j] == r:  # r holds the smallest
+                if new <= self.fm2[j]:
+                    self.fm1[j] = new
+                else:
+                    self.fok[j] = 0
+            elif old > self.fm2[j] or new <= old:  # r does not hold the second smallest, or its share fell
+                if new < self.fm1[j]:
+                    self.fm2[j] = self.fm1[j]
+                    self.fm1[j] = new
+                    self.fa1[j] = r
+                elif new < self.fm2[j]:
+                    self.fm2[j] = new
+            else:
+                self.fok[j] = 0
 
     def version(self, fid: int) -> int:
         """Current version of an active flow (-1 when not active)."""
@@ -435,9 +481,7 @@ class EqualShareFlows:
             else:
                 new = self._share(r) if waterfill else self.cap[r] / n
             if new != self.share[r]:
-                self.oldsh[nch] = self.share[r]
-                self.share[r] = new
-                self.changed[nch] = r
+                self._set_share(r, new, nch)
                 nch += 1
         self.byslot[j] = None
         f.slot = -1
