@@ -80,6 +80,9 @@ MAX_RUNS = 10
 #: Fewest requests in a run's window for its attainment to count (below: capacity 0, "under the floor"); the
 #: search only descends from a miss (``band=False``: under continuous/chunked batching attainment falls with rate).
 MIN_REQUESTS = 5
+#: ``CapacitySettings.min_requests`` of the runs (None: the 15 s window alone, as every cached simulation so far;
+#: ``--run-min-requests N`` stretches low-rate windows to N requests, under its own cache keys).
+RUN_MIN_REQUESTS = None
 
 
 def settings() -> dict:
@@ -88,13 +91,15 @@ def settings() -> dict:
 
     obj = load_objectives(str(ROOT / OBJECTIVE))
     return {"slo": obj.slo.to_dict(), "window_s": WINDOW_S, "tolerance": TOLERANCE,
-            "max_runs": MAX_RUNS, "base_requests": BASE_REQUESTS, "seed": 0, "min_requests": MIN_REQUESTS}
+            "max_runs": MAX_RUNS, "base_requests": BASE_REQUESTS, "seed": 0, "min_requests": MIN_REQUESTS,
+            "run_min_requests": RUN_MIN_REQUESTS}
 
 
 def _tag(s: dict) -> str:
     slo = s["slo"]
     return (f"slo{slo['ttft_s']:g}/{slo['tpot_s']:g}/{slo['attainment']:g}|w{s['window_s']:g}|tol{s['tolerance']:g}"
-            f"|r{s['max_runs']}|n{s['base_requests']}|min{s['min_requests']}|seed{s['seed']}")
+            f"|r{s['max_runs']}|n{s['base_requests']}|min{s['min_requests']}|seed{s['seed']}"
+            + (f"|run{s['run_min_requests']}" if s.get("run_min_requests") else ""))
 
 
 def sample_designs(model: str, n: int, seed: int = 0) -> list[dict]:
@@ -152,7 +157,7 @@ def _capacity(s: dict):
     from hydra_opt.evaluate.slo import CapacitySettings
 
     return CapacitySettings(tolerance=s["tolerance"], max_runs=s["max_runs"], requests=s["base_requests"],
-                            window_s=s["window_s"])
+                            window_s=s["window_s"], min_requests=s.get("run_min_requests"))
 
 
 def _stream(job: Job, rate: float, window_s: float):
@@ -499,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --replica-seed: also search the capacity on that seed's stream")
     ap.add_argument("--replica-jitter", type=float, default=None,
                     help="simulate (and score) the load runs again on the same stream at rates 1 + J as high")
+    ap.add_argument("--run-min-requests", type=int, default=None, metavar="N",
+                    help="every run replays at least N requests (low rates stretch the 15 s window; "
+                         "CapacitySettings.min_requests); its own cache keys")
     args = ap.parse_args(argv)
     for name, given, known in (("--models", args.models, SPACES), ("--datasets", args.datasets, DATASETS),
                                ("--policies", args.policies, POLICIES)):
@@ -516,7 +524,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--replica-jitter: a finite number > -1, got {args.replica_jitter!r}")
     if args.replica_capacity and args.replica_seed is None:
         ap.error("--replica-capacity: needs --replica-seed")
-    s = settings()
+    if args.run_min_requests is not None and not 2 <= args.run_min_requests <= 100_000:
+        ap.error(f"--run-min-requests: an integer in [2, 100000], got {args.run_min_requests}")
+    s = {**settings(), "run_min_requests": args.run_min_requests}
     limit = min(args.limit or args.n_designs, args.n_designs)
     todo = jobs(args.models.split(","), args.datasets.split(","), args.policies.split(","), limit, args.n_designs,
                 args.seed, s)

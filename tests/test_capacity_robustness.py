@@ -46,6 +46,28 @@ def test_a_short_workload_is_extended_to_fill_the_window_at_every_rate():
     assert math.isinf(s.max_rate_req_s(512.0))  # a generator can always grow (up to MAX_STREAM_REQUESTS)
 
 
+def test_min_requests_stretch_the_window_only_at_rates_too_low_to_fill_it():
+    # A 10 s window at 0.5 req/s holds ~5 requests: 90 % attainment would be decided by the first miss. With
+    # min_requests = 40 the run replays the first 40 arrivals (same requests: a prefix, common random numbers);
+    # at 16 req/s the window already holds ~160 and nothing changes.
+    wl = load_workload(str(CHAT32))
+    few, many = (CapacityStream(wl, 0, CapacitySettings(requests=100, window_s=10.0, min_requests=m))
+                 for m in (None, 40))
+    a, b = few.at(0.5), many.at(0.5)
+    assert a.arrival_s.size < 10 and b.arrival_s.size == 40
+    np.testing.assert_array_equal(b.arrival_s[: a.arrival_s.size], a.arrival_s)
+    assert b.arrival_s[-1] - b.arrival_s[0] > 10.0 and "min40" in b.name and "min" not in a.name.split("/")[-1]
+    hi_a, hi_b = few.at(16.0), many.at(16.0)
+    np.testing.assert_array_equal(hi_a.arrival_s, hi_b.arrival_s)
+    assert hi_a.name == hi_b.name
+    # A base stream shorter than min_requests grows to it (a generator) ...
+    small = CapacityStream(wl, 0, CapacitySettings(requests=20, window_s=10.0, min_requests=60))
+    assert small.at(0.5).arrival_s.size == 60
+    # ... and a fixed list gives what it has.
+    req = Requests(np.arange(12, dtype=float), np.ones(12, dtype=np.int64), np.ones(12, dtype=np.int64))
+    assert CapacityStream(req, 0, CapacitySettings(window_s=2.0, min_requests=50)).at(0.1).arrival_s.size == 12
+
+
 def test_a_stream_that_cannot_grow_caps_the_search_and_the_capacity_is_a_lower_bound():
     # A fixed request list (like a timed trace) of 32 requests at ~8 req/s fills a 30 s window only up to ~8 req/s.
     rng = np.random.default_rng(0)
@@ -92,9 +114,11 @@ def test_cli_objective_and_evaluators_share_one_definition_of_the_capacity_setti
     assert spec.capacity == DEFAULT_CAPACITY
     assert (DEFAULT_CAPACITY.requests, DEFAULT_CAPACITY.window_s) == (1000, 30.0)  # objectives/capacity_slo.yaml's
     got = capacity_settings(p.parse_args(["--capacity-requests", "200", "--capacity-window", "5",
-                                          "--capacity-max-runs", "4", "--capacity-tolerance", "0.1"]))
-    assert got == CapacitySettings(tolerance=0.1, max_runs=4, requests=200, window_s=5.0)
+                                          "--capacity-max-runs", "4", "--capacity-tolerance", "0.1",
+                                          "--capacity-min-requests", "30"]))
+    assert got == CapacitySettings(tolerance=0.1, max_runs=4, requests=200, window_s=5.0, min_requests=30)
     for flags, name in ((["--capacity-requests", "1"], "--capacity-requests"),
+                        (["--capacity-min-requests", "1"], "--capacity-min-requests"),
                         (["--capacity-max-runs", "1"], "--capacity-max-runs"),
                         (["--capacity-window", "0"], "--capacity-window"),
                         (["--capacity-tolerance", "2"], "--capacity-tolerance")):

@@ -227,3 +227,20 @@ def test_grid_sampler_over_the_enumerated_space() -> None:
     study = _optimize(objective, 100, sampler=optuna.samplers.GridSampler(space.grid(), seed=0))
     designs = {json.dumps(t.user_attrs["design"], sort_keys=True) for t in study.trials}
     assert len(study.trials) == space.size() == len(designs) == 2 * 2 * 2 * 3  # every design once, then stop
+
+
+def test_the_capacity_settings_are_part_of_a_capacity_study_fingerprint() -> None:
+    # A study whose objectives read capacity_req_s resumed with another window or minimum of requests would mix
+    # capacities measured two ways: its fingerprint changes with them; a study without the metric keeps its own.
+    from hydra_opt.evaluate.slo import CapacitySettings
+
+    cap = _objective(objectives={"objectives": ["capacity_req_s", "ttft_p90_s"]},
+                     pruner=PromotionPruner(["capacity_req_s", "ttft_p90_s"], n_warmup_trials=4)).spec
+    fp = cap.fingerprint()
+    for other in (CapacitySettings(min_requests=20), CapacitySettings(window_s=60.0)):
+        assert replace(cap, objectives=replace(cap.objectives, capacity=other)).fingerprint() != fp
+    assert replace(cap, objectives=replace(cap.objectives, capacity=CapacitySettings())).fingerprint() == fp
+    plain = _objective().spec
+    assert not plain.objectives.needs_capacity
+    assert replace(plain, objectives=replace(plain.objectives, capacity=CapacitySettings(min_requests=20))
+                   ).fingerprint() == plain.fingerprint()

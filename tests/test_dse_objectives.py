@@ -79,6 +79,8 @@ def test_tp_per_ttft_metric() -> None:
         ({"objectives": ["capacity_req_s"], "slo": {"p90": 1}}, "slo.p90"),
         ({"objectives": ["capacity_req_s"], "capacity": {"max_runs": 1}}, "capacity.max_runs"),
         ({"objectives": ["capacity_req_s"], "capacity": {"window": 10}}, "capacity.window"),
+        ({"objectives": ["capacity_req_s"], "capacity": {"min_requests": 1}}, "capacity.min_requests"),
+        ({"objectives": ["capacity_req_s"], "capacity": {"min_requests": "many"}}, "capacity.min_requests"),
     ],
 )
 def test_objective_errors_are_located(doc: dict, key: str) -> None:

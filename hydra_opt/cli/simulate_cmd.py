@@ -29,6 +29,9 @@ def add_slo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--capacity-window", type=float, default=d.window_s, metavar="S",
                    help=f"capacity: each run replays the requests arriving within S seconds at its rate (a "
                    f"fixed-duration run; default {d.window_s:g})")
+    p.add_argument("--capacity-min-requests", type=int, default=d.min_requests, metavar="N",
+                   help=f"capacity: each run replays at least N requests, stretching the window at low rates "
+                   f"(default {d.min_requests}, as objective YAMLs' capacity.min_requests)")
     p.add_argument("--capacity-tolerance", type=float, default=d.tolerance, metavar="F",
                    help=f"capacity: relative width of the final rate bracket (default {d.tolerance:g})")
     p.add_argument("--capacity-max-runs", type=int, default=d.max_runs, metavar="N",
@@ -43,10 +46,12 @@ def capacity_settings(args: argparse.Namespace):  # noqa: ANN201 - CapacitySetti
 
     try:
         return CapacitySettings(tolerance=args.capacity_tolerance, max_runs=args.capacity_max_runs,
-                                requests=args.capacity_requests, window_s=args.capacity_window)
+                                requests=args.capacity_requests, window_s=args.capacity_window,
+                                min_requests=args.capacity_min_requests)
     except ConfigError as exc:
         flag = {"capacity.tolerance": "--capacity-tolerance", "capacity.max_runs": "--capacity-max-runs",
-                "capacity.requests": "--capacity-requests"}.get(exc.key or "", "--capacity-window")
+                "capacity.requests": "--capacity-requests",
+                "capacity.min_requests": "--capacity-min-requests"}.get(exc.key or "", "--capacity-window")
         raise ConfigError(exc.problem, file="<cli>", key=flag, value=exc.value) from None
 
 

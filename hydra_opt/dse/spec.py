@@ -146,6 +146,8 @@ class StudySpec:
                 # SLO-based metrics change with the SLO (key absent otherwise: older fingerprints stay valid).
                 **({"slo": self.objectives.slo.to_dict()} if any(
                     m.name in SLO_METRICS for m in self.objectives.needed()) else {}),
+                # The capacity search's settings decide capacity_req_s (window, min requests, tolerance, runs).
+                **({"capacity": asdict(self.objectives.capacity)} if self.objectives.needs_capacity else {}),
             },
             sort_keys=True,
             default=str,

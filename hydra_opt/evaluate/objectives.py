@@ -282,8 +282,9 @@ def parse_objectives(root: Node) -> ObjectiveSpec:
             max_runs=int(cn.get("max_runs", d.max_runs).int(minimum=2, maximum=64)),
             requests=int(cn.get("requests", d.requests).int(minimum=2, maximum=100_000)),
             window_s=cn.get("window_s", d.window_s).number(positive=True, maximum=1e6),
+            min_requests=int(cn.get("min_requests", d.min_requests).int(minimum=2, maximum=100_000)),
         )
-        cn.done(["tolerance", "max_runs", "requests", "window_s"])
+        cn.done(["tolerance", "max_runs", "requests", "window_s", "min_requests"])
     root.done(["kind", "name", "description", "objectives", "aggregate", "weights", "reference", "constraints", "slo",
                "capacity"])
     return ObjectiveSpec(name, tuple(metrics), how, weights, reference, tuple(constraints), slo, capacity)

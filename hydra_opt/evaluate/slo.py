@@ -104,7 +104,8 @@ def mean_rate_per_s(arrival_s: np.ndarray) -> float:
 
 
 def scaled_requests(requests: Any, rate_per_s: float, *, name: str = "requests",
-                    window_s: float | None = None, base_rate_per_s: float | None = None) -> _Scaled:
+                    window_s: float | None = None, base_rate_per_s: float | None = None,
+                    min_requests: int | None = None) -> _Scaled:
     """The same requests at mean rate ``rate_per_s``: inter-arrival times scaled by ``rate₀ / rate`` (common random
     numbers: every rate replays the same draws, only time is stretched).
 
@@ -117,6 +118,8 @@ def scaled_requests(requests: Any, rate_per_s: float, *, name: str = "requests",
             a short burst hiding it (None: every request).
         base_rate_per_s: The rate ``rate_per_s`` is relative to (None: the stream's own mean rate; a
             :class:`CapacityStream` passes its first chunk's, so extending the stream does not move the rates).
+        min_requests: With a window: keep at least this many requests (as many as the stream has), stretching the
+            window at rates too low to fill it — so that few requests do not decide a run's attainment.
     """
     a = np.asarray(requests.arrival_s, dtype=np.float64)
     base = mean_rate_per_s(a) if base_rate_per_s is None else float(base_rate_per_s)
@@ -125,7 +128,11 @@ def scaled_requests(requests: Any, rate_per_s: float, *, name: str = "requests",
     k = base / float(rate_per_s)
     arr = a[0] + (a - a[0]) * k
     n = arr.size if window_s is None else max(2, int(np.searchsorted(arr, arr[0] + float(window_s), side="right")))
-    return _Scaled(f"{name}@{rate_per_s:.6g}req/s" + ("" if window_s is None else f"/{window_s:g}s"), arr[:n],
+    label = "" if window_s is None else f"/{window_s:g}s"
+    if window_s is not None and min_requests and n < min(int(min_requests), arr.size):
+        n = min(int(min_requests), arr.size)
+        label += f"/min{int(min_requests)}"
+    return _Scaled(f"{name}@{rate_per_s:.6g}req/s{label}", arr[:n],
                    np.asarray(requests.prompt_tokens)[:n], np.asarray(requests.output_tokens)[:n])
 
 
@@ -150,12 +157,16 @@ class CapacitySettings:
         window_s: Arrival duration of each run, s: only the requests arriving within it at the rate under test are
             replayed, so a higher rate is a longer overload, not a shorter burst (None: every request of the base
             stream, whose finite length then hides overload; docs/metrics.md "Finite runs hide overload").
+        min_requests: Fewest requests a run replays: at rates too low to fill ``window_s`` with them, the window
+            stretches to the first ``min_requests`` arrivals (None: the window alone; docs/metrics.md "Few
+            requests decide a low rate").
     """
 
     tolerance: float = 0.02
     max_runs: int = 10
     requests: int | None = 1000
     window_s: float | None = 30.0
+    min_requests: int | None = 50
 
     def __post_init__(self) -> None:
         checks = (("tolerance", self.tolerance, 0 < _f(self.tolerance) <= 0.5, "must be in (0, 0.5]"),
@@ -165,7 +176,10 @@ class CapacitySettings:
                                                                         2 <= self.requests <= 100_000),
                    "must be an integer in [2, 100000]"),
                   ("window_s", self.window_s, self.window_s is None or 0 < _f(self.window_s) < math.inf,
-                   "must be a positive number of seconds"))
+                   "must be a positive number of seconds"),
+                  ("min_requests", self.min_requests, self.min_requests is None or (
+                      _int(self.min_requests) and 2 <= self.min_requests <= 100_000),
+                   "must be an integer in [2, 100000]"))
         for key, value, ok, problem in checks:
             if not ok:
                 raise ConfigError(problem, key=f"capacity.{key}", value=value)
@@ -201,6 +215,7 @@ class CapacityStream:
         from hydra_opt.workload.workload import Requests, Workload
 
         self.window_s = settings.window_s
+        self.min_requests = settings.min_requests if settings.window_s is not None else None
         self.name = str(getattr(workload, "name", "requests"))
         self._draw = None
         if isinstance(workload, Workload):
@@ -237,7 +252,8 @@ class CapacityStream:
         from hydra_opt.workload.workload import Requests
 
         r = self._req
-        while self._draw is not None and r.arrival_s[-1] - r.arrival_s[0] < span \
+        need = self.min_requests or 0
+        while self._draw is not None and (r.arrival_s[-1] - r.arrival_s[0] < span or r.arrival_s.size < need) \
                 and r.arrival_s.size < MAX_STREAM_REQUESTS:
             c = self._draw(self._chunks)
             self._chunks += 1
@@ -262,7 +278,7 @@ class CapacityStream:
         window, the stream extended first if the window needs more."""
         self._extend(self._span_needed(rate))
         return scaled_requests(self._req, rate, name=self.name, window_s=self.window_s,
-                               base_rate_per_s=self.rate0_req_s)
+                               base_rate_per_s=self.rate0_req_s, min_requests=self.min_requests)
 
 
 # -- the search -----------------------------------------------------------------------------------------------------
