@@ -45,6 +45,7 @@ cdef class Engine:
     cdef public object port_bw, port_res, preempt_events, queue, res_path, running, sched, scn, seg_end
     cdef public object sharing, static_map, sys, view
     cdef public dict mem_pages
+    cdef public long long[::1] pg_lim
     cdef public list mem_used, mem_peak
     cdef public long long[::1] mk_idx
     cdef public double[::1] mk_pb, mk_cap
@@ -152,7 +153,7 @@ cdef class Engine:
     cpdef _start_pass(self, _Batch b)
     @cython.locals(stage=list, out=list, k=Py_ssize_t, r=Py_ssize_t, s="long long")
     cdef list _at_stage(self, list members, long long st)
-    @cython.locals(stage=list, r=Py_ssize_t)
+    @cython.locals(stage=list, prompt=list, gen=list, members=list, k=Py_ssize_t, r=Py_ssize_t, need="long long")
     cdef _grow_decoding(self, _Batch b)
     @cython.locals(epoch=list, out=list, k=Py_ssize_t, r=Py_ssize_t)
     cdef list _epochs(self, list rids)

@@ -219,6 +219,9 @@ class Engine:
         self.pdone = [0] * n  # chunked prefill: context tokens already prefilled (reset on preemption)
         self.stage = [0] * n  # 0 needs prefill, 1 prefill in flight, 2 decoding
         self.epoch = [0] * n  # bumped on preemption
+        # Tokens of context r's pages cover (mem.pages[r] * page_tokens) while r holds memory, else -1: _ensure's
+        # answer for a pass that needs no new page, read as a C number (no dict lookup, no int boxed per member).
+        self.pg_lim = array("q", [-1]) * n
         self.run_task: list[_Part | None] = [None] * self.nc
         self.queue: deque[int] = deque()
         self.running: set[int] = set()
@@ -546,6 +549,7 @@ class Engine:
         self.status[r] = REJECTED
         self.n_rejected += 1
         self.mem.free(r)
+        self.pg_lim[r] = -1
 
     def _preempt(self, v: int) -> None:
         """Free ``v``'s memory and send it back to the waiting queue (§IV-B)."""
@@ -553,6 +557,7 @@ class Engine:
         if b is not None:
             b.members.remove(v)
         self.mem.free(v)
+        self.pg_lim[v] = -1
         self.running.discard(v)
         self.status[v] = QUEUED
         self.where[v] = -1
@@ -571,13 +576,21 @@ class Engine:
 
     def _ensure(self, r: int) -> bool:
         """Memory for ``r``'s next pass; preempts the fewest-generated running request while it does not fit."""
-        need = self.prompt[r] + self.gen[r]
-        # Most passes need no new page: answer PagedMemory.ensure's "nothing to add" case without calling it.
+        need = self.prompt[r]
+        need += self.gen[r]
+        # Most passes need no new page: answer PagedMemory.ensure's "nothing to add" case without calling it
+        # (want <= have is need <= have * page_tokens).
+        if need <= self.pg_lim[r]:
+            return True
         have = self.mem_pages.get(r)
         if have is None:
-            return self._make_room(r, need)
+            if not self._make_room(r, need):
+                return False
+            self.pg_lim[r] = self.mem_pages[r] * self.page_tokens
+            return True
         want = -(-need // self.page_tokens)
         if want <= have:
+            self.pg_lim[r] = have * self.page_tokens
             return True
         # A held allocation grows by d pages: PagedMemory.ensure's growth (its _extra/ensure, same float operations
         # in the same order) on typed copies of its constants, without a Python call; if it does not fit,
@@ -587,7 +600,10 @@ class Engine:
         for i in range(self.mk_n):
             h = self.mk_idx[i]
             if used[h] + d * self.mk_pb[i] > self.mk_cap[i] + 1e-6:
-                return self._make_room(r, need)
+                if not self._make_room(r, need):
+                    return False
+                self.pg_lim[r] = self.mem_pages[r] * self.page_tokens
+                return True
         peak = self.mem_peak
         for i in range(self.mk_n):
             h = self.mk_idx[i]
@@ -596,6 +612,7 @@ class Engine:
             if u > peak[h]:
                 peak[h] = u
         self.mem_pages[r] = want
+        self.pg_lim[r] = want * self.page_tokens
         return True
 
     def _make_room(self, r: int, need: int) -> bool:
@@ -672,11 +689,23 @@ class Engine:
     def _grow_decoding(self, b: _Batch) -> None:
         """Memory for the next token of each decoding member of ``b`` (:meth:`_ensure` may preempt members: the
         decoding ones are listed first)."""
-        stage = self.stage
-        for x in self._at_stage(b.members, 2):
-            r = x
-            if self.where[r] == b.bid and stage[r] == 2:
-                self._ensure(r)
+        stage, prompt, gen = self.stage, self.prompt, self.gen
+        members = b.members
+        for k in range(len(members)):
+            r = members[k]
+            if stage[r] != 2:
+                continue
+            need = prompt[r]
+            need += gen[r]
+            if need <= self.pg_lim[r]:
+                continue  # _ensure would return True at once (a member of b: where[r] == b.bid)
+            # From the first member that may need a page: _ensure may preempt members, so walk the members at stage
+            # 2 listed when it is first called (nothing before it changed them), re-checking each.
+            for x in self._at_stage(members[k:], 2):
+                r = x
+                if self.where[r] == b.bid and stage[r] == 2:
+                    self._ensure(r)
+            return
 
     def _epochs(self, rids: list[int]) -> list[int]:
         """The epoch of each of ``rids`` (a pass's record of who it serves)."""
@@ -807,6 +836,7 @@ class Engine:
         self.where[r] = -1
         self.running.discard(r)
         self.mem.free(r)
+        self.pg_lim[r] = -1
         b.members.remove(r)
         self.n_done += 1
 
