@@ -506,7 +506,7 @@ class Engine:
     def _form_empty(self, queue, mem):
         """Continuous: a new batch starts empty; :meth:`_start_prefill` admits into it."""
         head = queue[0]
-        if not mem.ensure(head, self.prompt[head] + self.gen[head]):
+        if not self._alloc(head, self.prompt[head] + self.gen[head]):
             return None
         queue.popleft()
         return [head]
@@ -574,36 +574,86 @@ class Engine:
         else:
             self.queue.append(v)
 
+    def _refill(self, members: list[int], tokens: int) -> None:
+        """``self.batcher.refill(members, tokens, self.queue, self.mem)`` (ContinuousBatcher's: ``tokens`` prefill
+        tokens pending; ChunkedBatcher's: ``tokens`` of room) on the engine's state, without a Python call per
+        request: both admit the queue's head while the batch has room and its memory fits (:meth:`_alloc`); a
+        request's first pass is its prompt plus the tokens generated before a preemption."""
+        queue = self.queue
+        prompt, gen = self.prompt, self.gen
+        chunked = self.chunked
+        budget = self.batcher.token_budget
+        while queue and len(members) < self.max_batch:
+            rid = queue[0]
+            new = prompt[rid]
+            new += gen[rid]
+            if chunked:
+                if tokens <= 0:
+                    break
+            elif tokens > 0 and tokens + new > budget:
+                break
+            if not self._alloc(rid, new):
+                break
+            queue.popleft()
+            members.append(rid)
+            if chunked:
+                tokens -= new
+            else:
+                tokens += new
+
+    def _alloc(self, r: int, tokens: int) -> bool:
+        """``self.mem.ensure(r, tokens)`` for an admission: a request holding no memory gets its pages and state
+        (PagedMemory's first-allocation path: same float operations in the same order, on typed copies of its
+        constants); one holding some (not expected) goes through PagedMemory itself."""
+        if r in self.mem_pages:
+            return self.mem.ensure(r, tokens)
+        want = -(-tokens // self.page_tokens)
+        used = self.mem_used
+        for i in range(self.ma_n):
+            h = self.ma_idx[i]
+            if used[h] + (self.ma_st[i] + want * self.ma_pb[i]) > self.ma_cap[i] + 1e-6:
+                return False
+        peak = self.mem_peak
+        for i in range(self.ma_n):
+            h = self.ma_idx[i]
+            u = used[h] + (self.ma_st[i] + want * self.ma_pb[i])
+            used[h] = u
+            if u > peak[h]:
+                peak[h] = u
+        self.mem_pages[r] = want
+        self.pg_lim[r] = want * self.page_tokens
+        return True
+
     def _ensure(self, r: int) -> bool:
         """Memory for ``r``'s next pass; preempts the fewest-generated running request while it does not fit."""
         need = self.prompt[r]
         need += self.gen[r]
         # Most passes need no new page: answer PagedMemory.ensure's "nothing to add" case without calling it
         # (want <= have is need <= have * page_tokens).
-        if need <= self.pg_lim[r]:
+        if need <= self.pg_lim[r] or self._grow(r, need):
             return True
+        if not self._make_room(r, need):
+            return False
+        self.pg_lim[r] = self.mem_pages[r] * self.page_tokens
+        return True
+
+    def _grow(self, r: int, need: int) -> bool:
+        """PagedMemory.ensure(r, need) for a request holding memory, when it fits (same float operations in the same
+        order, on typed copies of its constants, without a Python call); False, with nothing changed, when ``r``
+        holds none or its growth does not fit (then :meth:`_make_room`)."""
         have = self.mem_pages.get(r)
         if have is None:
-            if not self._make_room(r, need):
-                return False
-            self.pg_lim[r] = self.mem_pages[r] * self.page_tokens
-            return True
+            return False
         want = -(-need // self.page_tokens)
         if want <= have:
             self.pg_lim[r] = have * self.page_tokens
             return True
-        # A held allocation grows by d pages: PagedMemory.ensure's growth (its _extra/ensure, same float operations
-        # in the same order) on typed copies of its constants, without a Python call; if it does not fit,
-        # _make_room calls ensure itself (which fails alike) and preempts.
-        d = want - have
+        d = want - have  # pages to add
         used = self.mem_used
         for i in range(self.mk_n):
             h = self.mk_idx[i]
             if used[h] + d * self.mk_pb[i] > self.mk_cap[i] + 1e-6:
-                if not self._make_room(r, need):
-                    return False
-                self.pg_lim[r] = self.mem_pages[r] * self.page_tokens
-                return True
+                return False
         peak = self.mem_peak
         for i in range(self.mk_n):
             h = self.mk_idx[i]
@@ -645,12 +695,18 @@ class Engine:
             return
         stage, prompt, gen = self.stage, self.prompt, self.gen
         if self.continuous and self.queue and len(b.members) < self.max_batch:
-            pending = sum([prompt[r] + gen[r] for r in b.members if stage[r] == 0])
-            before = len(b.members)
-            self.batcher.refill(b.members, pending, self.queue, self.mem)
-            for r in b.members[before:]:
+            members = b.members
+            pending = 0  # prompt tokens of the members waiting for prefill (an exact integer sum, as sum() was)
+            for k in range(len(members)):
+                r = members[k]
+                if stage[r] == 0:
+                    pending += prompt[r]
+                    pending += gen[r]
+            before = len(members)
+            self._refill(members, pending)
+            for r in members[before:]:
                 self._admit(r, b)
-        rids = [r for r in b.members if stage[r] == 0]
+        rids = self._at_stage(b.members, 0)
         if not rids:
             return
         qs = [prompt[r] + gen[r] for r in rids]
@@ -697,10 +753,10 @@ class Engine:
                 continue
             need = prompt[r]
             need += gen[r]
-            if need <= self.pg_lim[r]:
-                continue  # _ensure would return True at once (a member of b: where[r] == b.bid)
-            # From the first member that may need a page: _ensure may preempt members, so walk the members at stage
-            # 2 listed when it is first called (nothing before it changed them), re-checking each.
+            if need <= self.pg_lim[r] or self._grow(r, need):
+                continue  # what _ensure does for this member (of b: where[r] == b.bid), no other changed
+            # From the first member whose memory does not fit: _ensure may preempt members, so walk the members at
+            # stage 2 listed then (nothing before it changed them), re-checking each, as _ensure does.
             for x in self._at_stage(members[k:], 2):
                 r = x
                 if self.where[r] == b.bid and stage[r] == 2:
@@ -750,7 +806,7 @@ class Engine:
         room = left - pend
         if self.queue and room > 0 and len(b.members) < self.max_batch:
             before = len(b.members)
-            self.batcher.refill(b.members, room, self.queue, self.mem)
+            self._refill(b.members, room)
             for r in b.members[before:]:
                 self._admit(r, b)
         pre = self._at_stage(b.members, 0)
@@ -1400,5 +1456,12 @@ class Engine:
         self.mk_idx = array("q", kv_idx)
         self.mk_pb = array("d", [self.mem.page_bytes[h] for h in kv_idx])
         self.mk_cap = array("d", [self.mem._cap[h] for h in kv_idx])
+        # _alloc's (a first allocation): the same per memory holding KV or state (its _all_idx order), with the state.
+        all_idx = self.mem._all_idx
+        self.ma_n = len(all_idx)
+        self.ma_idx = array("q", all_idx)
+        self.ma_st = array("d", [self.mem.state[h] for h in all_idx])
+        self.ma_pb = array("d", [self.mem.page_bytes[h] for h in all_idx])
+        self.ma_cap = array("d", [self.mem._cap[h] for h in all_idx])
         self.mem_int = [0.0] * nm
         self.mem_t = 0.0
