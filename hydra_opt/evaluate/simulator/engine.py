@@ -516,7 +516,8 @@ class Engine:
         if not queue:  # nothing to admit (the loops below would stop at once): skip the batch list
             return
         if self.continuous:
-            for b in list(self.batches.values()):
+            # (Not a copy of the values: starting a prefill adds or removes no batch; a change would raise.)
+            for b in self.batches.values():
                 if not queue:
                     return
                 if b.pre is None and len(b.members) < self.max_batch and (b.dec is None or not self.chunked):
