@@ -609,18 +609,16 @@ class Engine:
         if r in self.mem_pages:
             return self.mem.ensure(r, tokens)
         want = -(-tokens // self.page_tokens)
-        used = self.mem_used
         for i in range(self.ma_n):
             h = self.ma_idx[i]
-            if used[h] + (self.ma_st[i] + want * self.ma_pb[i]) > self.ma_cap[i] + 1e-6:
+            if self.mem_used[h] + (self.ma_st[i] + want * self.ma_pb[i]) > self.ma_cap[i] + 1e-6:
                 return False
-        peak = self.mem_peak
         for i in range(self.ma_n):
             h = self.ma_idx[i]
-            u = used[h] + (self.ma_st[i] + want * self.ma_pb[i])
-            used[h] = u
-            if u > peak[h]:
-                peak[h] = u
+            u = self.mem_used[h] + (self.ma_st[i] + want * self.ma_pb[i])
+            self.mem_used[h] = u
+            if u > self.mem_peak[h]:
+                self.mem_peak[h] = u
         self.mem_pages[r] = want
         self.pg_lim[r] = want * self.page_tokens
         return True
@@ -650,18 +648,16 @@ class Engine:
             self.pg_lim[r] = have * self.page_tokens
             return True
         d = want - have  # pages to add
-        used = self.mem_used
         for i in range(self.mk_n):
             h = self.mk_idx[i]
-            if used[h] + d * self.mk_pb[i] > self.mk_cap[i] + 1e-6:
+            if self.mem_used[h] + d * self.mk_pb[i] > self.mk_cap[i] + 1e-6:
                 return False
-        peak = self.mem_peak
         for i in range(self.mk_n):
             h = self.mk_idx[i]
-            u = used[h] + d * self.mk_pb[i]
-            used[h] = u
-            if u > peak[h]:
-                peak[h] = u
+            u = self.mem_used[h] + d * self.mk_pb[i]
+            self.mem_used[h] = u
+            if u > self.mem_peak[h]:
+                self.mem_peak[h] = u
         self.mem_pages[r] = want
         self.pg_lim[r] = want * self.page_tokens
         return True
@@ -1235,8 +1231,8 @@ class Engine:
         dt = now - self.mem_t
         if dt > 0:
             mi = self.mem_int
-            for h, u in enumerate(self.mem._used):
-                mi[h] += u * dt
+            for h in range(len(mi)):  # (mem_int and mem._used: one entry per memory)
+                mi[h] += self.mem_used[h] * dt
         self.mem_t = now
 
     def _port_util(self, end: float) -> np.ndarray:
@@ -1449,7 +1445,7 @@ class Engine:
         self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
         self.page_tokens = self.mem.page_tokens
         self.mem_pages = self.mem.pages  # its dict of pages held (_ensure reads it typed, without two lookups)
-        # _ensure's growth path: its used/peak lists (shared, updated in place) and, per memory holding KV (its
+        # _ensure's growth path: its used/peak arrays (shared, updated in place) and, per memory holding KV (its
         # _kv_idx order), the index, page bytes and capacity as C numbers.
         self.mem_used, self.mem_peak = self.mem._used, self.mem._peak
         kv_idx = self.mem._kv_idx
