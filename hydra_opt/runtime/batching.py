@@ -20,6 +20,7 @@ The policies work on plain state — a FIFO of waiting request ids, per-request 
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 
@@ -52,8 +53,9 @@ class PagedMemory:
         self.capacity = np.asarray(free_bytes, dtype=np.float64).copy()
         n = self.capacity.size
         self._cap = [float(x) for x in self.capacity]
-        self._used = [0.0] * n
-        self._peak = [0.0] * n
+        # Typed arrays (the compiled simulator engine reads and grows them as C doubles, see its _grow/_alloc).
+        self._used = array("d", [0.0] * n)
+        self._peak = array("d", [0.0] * n)
         self.kv = [float(x) for x in kv_bytes_per_token]
         self.state = [float(x) for x in state_bytes]
         self.page_tokens = int(page_tokens)
@@ -65,13 +67,13 @@ class PagedMemory:
 
     @property
     def used(self) -> np.ndarray:
-        """Bytes in use per memory."""
-        return np.asarray(self._used)
+        """Bytes in use per memory (a copy)."""
+        return np.array(self._used)
 
     @property
     def peak(self) -> np.ndarray:
-        """Peak bytes in use per memory."""
-        return np.asarray(self._peak)
+        """Peak bytes in use per memory (a copy)."""
+        return np.array(self._peak)
 
     def pages_for(self, tokens: int) -> int:
         """Pages needed to hold ``tokens`` tokens of context."""

@@ -45,10 +45,11 @@ cdef class Engine:
     cdef public object port_bw, port_res, preempt_events, queue, res_path, running, sched, scn, seg_end
     cdef public object sharing, static_map, sys, view
     cdef public dict mem_pages
-    cdef public list mem_used, mem_peak
-    cdef public long long[::1] mk_idx
-    cdef public double[::1] mk_pb, mk_cap
-    cdef public Py_ssize_t mk_n
+    cdef public long long[::1] pg_lim
+    cdef public double[::1] mem_used, mem_peak
+    cdef public long long[::1] mk_idx, ma_idx
+    cdef public double[::1] mk_pb, mk_cap, ma_st, ma_pb, ma_cap
+    cdef public Py_ssize_t mk_n, ma_n
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
     cdef public double[::1] busy_s, link_bytes
@@ -136,6 +137,7 @@ cdef class Engine:
     @cython.locals(b=_Batch, now=cython.double, emitted="long long", gen=list, out=list, epoch=list, stage=list,
                    prefill=bint, rids=list, epochs=list, k=Py_ssize_t, r=Py_ssize_t)
     cpdef _end_part(self, _Part part)
+    @cython.locals(now=cython.double, dt=cython.double, mi=list, h=Py_ssize_t)
     cpdef _sample_mem(self)
     @cython.locals(b=_Batch)
     cpdef _try_form(self)
@@ -146,16 +148,23 @@ cdef class Engine:
     cpdef _decode_part(self, _Batch b, list rids)
     cpdef _complete(self, Py_ssize_t r, _Batch b)
     cpdef _admit(self, Py_ssize_t r, _Batch b)
+    @cython.locals(stage=list, prompt=list, gen=list, members=list, k=Py_ssize_t, r=Py_ssize_t, pending="long long")
     cpdef _start_prefill(self, _Batch b)
     @cython.locals(stage=list, prompt=list, gen=list, pdone=list, members=list, k=Py_ssize_t, r=Py_ssize_t,
                    pend="long long")
     cpdef _start_pass(self, _Batch b)
     @cython.locals(stage=list, out=list, k=Py_ssize_t, r=Py_ssize_t, s="long long")
     cdef list _at_stage(self, list members, long long st)
-    @cython.locals(stage=list, r=Py_ssize_t)
+    @cython.locals(stage=list, prompt=list, gen=list, members=list, k=Py_ssize_t, r=Py_ssize_t, need="long long")
     cdef _grow_decoding(self, _Batch b)
     @cython.locals(epoch=list, out=list, k=Py_ssize_t, r=Py_ssize_t)
     cdef list _epochs(self, list rids)
-    @cython.locals(need="long long", want="long long", d="long long", used=list, peak=list, i=Py_ssize_t,
-                   h=Py_ssize_t, u=cython.double)
+    @cython.locals(queue=object, prompt=list, gen=list, chunked=bint, budget=cython.double, rid=Py_ssize_t,
+                   new="long long")
+    cdef _refill(self, list members, long long tokens)
+    @cython.locals(want="long long", i=Py_ssize_t, h=Py_ssize_t, u=cython.double)
+    cdef bint _alloc(self, Py_ssize_t r, long long tokens) except -1
+    @cython.locals(need="long long")
     cpdef bint _ensure(self, Py_ssize_t r)
+    @cython.locals(want="long long", d="long long", i=Py_ssize_t, h=Py_ssize_t, u=cython.double)
+    cdef bint _grow(self, Py_ssize_t r, long long need) except -1

@@ -219,6 +219,9 @@ class Engine:
         self.pdone = [0] * n  # chunked prefill: context tokens already prefilled (reset on preemption)
         self.stage = [0] * n  # 0 needs prefill, 1 prefill in flight, 2 decoding
         self.epoch = [0] * n  # bumped on preemption
+        # Tokens of context r's pages cover (mem.pages[r] * page_tokens) while r holds memory, else -1: _ensure's
+        # answer for a pass that needs no new page, read as a C number (no dict lookup, no int boxed per member).
+        self.pg_lim = array("q", [-1]) * n
         self.run_task: list[_Part | None] = [None] * self.nc
         self.queue: deque[int] = deque()
         self.running: set[int] = set()
@@ -503,7 +506,7 @@ class Engine:
     def _form_empty(self, queue, mem):
         """Continuous: a new batch starts empty; :meth:`_start_prefill` admits into it."""
         head = queue[0]
-        if not mem.ensure(head, self.prompt[head] + self.gen[head]):
+        if not self._alloc(head, self.prompt[head] + self.gen[head]):
             return None
         queue.popleft()
         return [head]
@@ -513,7 +516,8 @@ class Engine:
         if not queue:  # nothing to admit (the loops below would stop at once): skip the batch list
             return
         if self.continuous:
-            for b in list(self.batches.values()):
+            # (Not a copy of the values: starting a prefill adds or removes no batch; a change would raise.)
+            for b in self.batches.values():
                 if not queue:
                     return
                 if b.pre is None and len(b.members) < self.max_batch and (b.dec is None or not self.chunked):
@@ -546,6 +550,7 @@ class Engine:
         self.status[r] = REJECTED
         self.n_rejected += 1
         self.mem.free(r)
+        self.pg_lim[r] = -1
 
     def _preempt(self, v: int) -> None:
         """Free ``v``'s memory and send it back to the waiting queue (§IV-B)."""
@@ -553,6 +558,7 @@ class Engine:
         if b is not None:
             b.members.remove(v)
         self.mem.free(v)
+        self.pg_lim[v] = -1
         self.running.discard(v)
         self.status[v] = QUEUED
         self.where[v] = -1
@@ -569,33 +575,91 @@ class Engine:
         else:
             self.queue.append(v)
 
+    def _refill(self, members: list[int], tokens: int) -> None:
+        """``self.batcher.refill(members, tokens, self.queue, self.mem)`` (ContinuousBatcher's: ``tokens`` prefill
+        tokens pending; ChunkedBatcher's: ``tokens`` of room) on the engine's state, without a Python call per
+        request: both admit the queue's head while the batch has room and its memory fits (:meth:`_alloc`); a
+        request's first pass is its prompt plus the tokens generated before a preemption."""
+        queue = self.queue
+        prompt, gen = self.prompt, self.gen
+        chunked = self.chunked
+        budget = self.batcher.token_budget
+        while queue and len(members) < self.max_batch:
+            rid = queue[0]
+            new = prompt[rid]
+            new += gen[rid]
+            if chunked:
+                if tokens <= 0:
+                    break
+            elif tokens > 0 and tokens + new > budget:
+                break
+            if not self._alloc(rid, new):
+                break
+            queue.popleft()
+            members.append(rid)
+            if chunked:
+                tokens -= new
+            else:
+                tokens += new
+
+    def _alloc(self, r: int, tokens: int) -> bool:
+        """``self.mem.ensure(r, tokens)`` for an admission: a request holding no memory gets its pages and state
+        (PagedMemory's first-allocation path: same float operations in the same order, on typed copies of its
+        constants); one holding some (not expected) goes through PagedMemory itself."""
+        if r in self.mem_pages:
+            return self.mem.ensure(r, tokens)
+        want = -(-tokens // self.page_tokens)
+        for i in range(self.ma_n):
+            h = self.ma_idx[i]
+            if self.mem_used[h] + (self.ma_st[i] + want * self.ma_pb[i]) > self.ma_cap[i] + 1e-6:
+                return False
+        for i in range(self.ma_n):
+            h = self.ma_idx[i]
+            u = self.mem_used[h] + (self.ma_st[i] + want * self.ma_pb[i])
+            self.mem_used[h] = u
+            if u > self.mem_peak[h]:
+                self.mem_peak[h] = u
+        self.mem_pages[r] = want
+        self.pg_lim[r] = want * self.page_tokens
+        return True
+
     def _ensure(self, r: int) -> bool:
         """Memory for ``r``'s next pass; preempts the fewest-generated running request while it does not fit."""
-        need = self.prompt[r] + self.gen[r]
-        # Most passes need no new page: answer PagedMemory.ensure's "nothing to add" case without calling it.
+        need = self.prompt[r]
+        need += self.gen[r]
+        # Most passes need no new page: answer PagedMemory.ensure's "nothing to add" case without calling it
+        # (want <= have is need <= have * page_tokens).
+        if need <= self.pg_lim[r] or self._grow(r, need):
+            return True
+        if not self._make_room(r, need):
+            return False
+        self.pg_lim[r] = self.mem_pages[r] * self.page_tokens
+        return True
+
+    def _grow(self, r: int, need: int) -> bool:
+        """PagedMemory.ensure(r, need) for a request holding memory, when it fits (same float operations in the same
+        order, on typed copies of its constants, without a Python call); False, with nothing changed, when ``r``
+        holds none or its growth does not fit (then :meth:`_make_room`)."""
         have = self.mem_pages.get(r)
         if have is None:
-            return self._make_room(r, need)
+            return False
         want = -(-need // self.page_tokens)
         if want <= have:
+            self.pg_lim[r] = have * self.page_tokens
             return True
-        # A held allocation grows by d pages: PagedMemory.ensure's growth (its _extra/ensure, same float operations
-        # in the same order) on typed copies of its constants, without a Python call; if it does not fit,
-        # _make_room calls ensure itself (which fails alike) and preempts.
-        d = want - have
-        used = self.mem_used
+        d = want - have  # pages to add
         for i in range(self.mk_n):
             h = self.mk_idx[i]
-            if used[h] + d * self.mk_pb[i] > self.mk_cap[i] + 1e-6:
-                return self._make_room(r, need)
-        peak = self.mem_peak
+            if self.mem_used[h] + d * self.mk_pb[i] > self.mk_cap[i] + 1e-6:
+                return False
         for i in range(self.mk_n):
             h = self.mk_idx[i]
-            u = used[h] + d * self.mk_pb[i]
-            used[h] = u
-            if u > peak[h]:
-                peak[h] = u
+            u = self.mem_used[h] + d * self.mk_pb[i]
+            self.mem_used[h] = u
+            if u > self.mem_peak[h]:
+                self.mem_peak[h] = u
         self.mem_pages[r] = want
+        self.pg_lim[r] = want * self.page_tokens
         return True
 
     def _make_room(self, r: int, need: int) -> bool:
@@ -628,12 +692,18 @@ class Engine:
             return
         stage, prompt, gen = self.stage, self.prompt, self.gen
         if self.continuous and self.queue and len(b.members) < self.max_batch:
-            pending = sum([prompt[r] + gen[r] for r in b.members if stage[r] == 0])
-            before = len(b.members)
-            self.batcher.refill(b.members, pending, self.queue, self.mem)
-            for r in b.members[before:]:
+            members = b.members
+            pending = 0  # prompt tokens of the members waiting for prefill (an exact integer sum, as sum() was)
+            for k in range(len(members)):
+                r = members[k]
+                if stage[r] == 0:
+                    pending += prompt[r]
+                    pending += gen[r]
+            before = len(members)
+            self._refill(members, pending)
+            for r in members[before:]:
                 self._admit(r, b)
-        rids = [r for r in b.members if stage[r] == 0]
+        rids = self._at_stage(b.members, 0)
         if not rids:
             return
         qs = [prompt[r] + gen[r] for r in rids]
@@ -672,11 +742,23 @@ class Engine:
     def _grow_decoding(self, b: _Batch) -> None:
         """Memory for the next token of each decoding member of ``b`` (:meth:`_ensure` may preempt members: the
         decoding ones are listed first)."""
-        stage = self.stage
-        for x in self._at_stage(b.members, 2):
-            r = x
-            if self.where[r] == b.bid and stage[r] == 2:
-                self._ensure(r)
+        stage, prompt, gen = self.stage, self.prompt, self.gen
+        members = b.members
+        for k in range(len(members)):
+            r = members[k]
+            if stage[r] != 2:
+                continue
+            need = prompt[r]
+            need += gen[r]
+            if need <= self.pg_lim[r] or self._grow(r, need):
+                continue  # what _ensure does for this member (of b: where[r] == b.bid), no other changed
+            # From the first member whose memory does not fit: _ensure may preempt members, so walk the members at
+            # stage 2 listed then (nothing before it changed them), re-checking each, as _ensure does.
+            for x in self._at_stage(members[k:], 2):
+                r = x
+                if self.where[r] == b.bid and stage[r] == 2:
+                    self._ensure(r)
+            return
 
     def _epochs(self, rids: list[int]) -> list[int]:
         """The epoch of each of ``rids`` (a pass's record of who it serves)."""
@@ -721,7 +803,7 @@ class Engine:
         room = left - pend
         if self.queue and room > 0 and len(b.members) < self.max_batch:
             before = len(b.members)
-            self.batcher.refill(b.members, room, self.queue, self.mem)
+            self._refill(b.members, room)
             for r in b.members[before:]:
                 self._admit(r, b)
         pre = self._at_stage(b.members, 0)
@@ -807,6 +889,7 @@ class Engine:
         self.where[r] = -1
         self.running.discard(r)
         self.mem.free(r)
+        self.pg_lim[r] = -1
         b.members.remove(r)
         self.n_done += 1
 
@@ -1148,8 +1231,8 @@ class Engine:
         dt = now - self.mem_t
         if dt > 0:
             mi = self.mem_int
-            for h, u in enumerate(self.mem._used):
-                mi[h] += u * dt
+            for h in range(len(mi)):  # (mem_int and mem._used: one entry per memory)
+                mi[h] += self.mem_used[h] * dt
         self.mem_t = now
 
     def _port_util(self, end: float) -> np.ndarray:
@@ -1362,7 +1445,7 @@ class Engine:
         self.mem = PagedMemory(np.maximum(free, 0.0), kv, st, options.page_tokens)
         self.page_tokens = self.mem.page_tokens
         self.mem_pages = self.mem.pages  # its dict of pages held (_ensure reads it typed, without two lookups)
-        # _ensure's growth path: its used/peak lists (shared, updated in place) and, per memory holding KV (its
+        # _ensure's growth path: its used/peak arrays (shared, updated in place) and, per memory holding KV (its
         # _kv_idx order), the index, page bytes and capacity as C numbers.
         self.mem_used, self.mem_peak = self.mem._used, self.mem._peak
         kv_idx = self.mem._kv_idx
@@ -1370,5 +1453,12 @@ class Engine:
         self.mk_idx = array("q", kv_idx)
         self.mk_pb = array("d", [self.mem.page_bytes[h] for h in kv_idx])
         self.mk_cap = array("d", [self.mem._cap[h] for h in kv_idx])
+        # _alloc's (a first allocation): the same per memory holding KV or state (its _all_idx order), with the state.
+        all_idx = self.mem._all_idx
+        self.ma_n = len(all_idx)
+        self.ma_idx = array("q", all_idx)
+        self.ma_st = array("d", [self.mem.state[h] for h in all_idx])
+        self.ma_pb = array("d", [self.mem.page_bytes[h] for h in all_idx])
+        self.ma_cap = array("d", [self.mem._cap[h] for h in all_idx])
         self.mem_int = [0.0] * nm
         self.mem_t = 0.0

@@ -77,7 +77,7 @@ cdef class EqualShareFlows:
     # except? -1: a level is never negative, so a call checks for an error only on -1 (not PyErr_Occurred every time).
     cdef double _share(self, Py_ssize_t r) except? -1
 
-    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, caps="double[::1]", lo=cython.double,
+    @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, lo=cython.double,
                    hi=cython.double, m=Py_ssize_t, k=Py_ssize_t, i=Py_ssize_t, base=Py_ssize_t)
     cdef double _level(self, Py_ssize_t r) except? -1
 

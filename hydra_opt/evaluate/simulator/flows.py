@@ -364,20 +364,20 @@ class EqualShareFlows:
             return left / 2
         # The caps in ascending order in a scratch buffer (an insertion sort: a few flows, C doubles when compiled;
         # equal values are equal floats, so any correct sort gives the same sequence and the same level).
+        # (Read as self.scratch[i], not through a local copy: a local memoryview costs an atomic acquire and release.)
         if len(self.scratch) < m:
             self.scratch = array("d", [0.0]) * (2 * m)
-        caps = self.scratch
         for k in range(m):
             c = self._avail(self.rfl[base + k], r)
             i = k
-            while i > 0 and caps[i - 1] > c:
-                caps[i] = caps[i - 1]
+            while i > 0 and self.scratch[i - 1] > c:
+                self.scratch[i] = self.scratch[i - 1]
                 i -= 1
-            caps[i] = c
+            self.scratch[i] = c
         left = self.cap[r]
         n = m
         for k in range(m):
-            c = caps[k]
+            c = self.scratch[k]
             if c * n <= left:
                 left -= c
                 n -= 1
