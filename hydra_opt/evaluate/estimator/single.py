@@ -271,23 +271,16 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
 # Solver
 
 
-def _balance(loads: list[float], st_type: list[int], n_types: int, eff: float) -> list[float]:
-    """``capacities.balance_within_types`` for one design."""
+def _balance(loads: list[float], ranges: list[tuple[int, int, int]], eff: float) -> list[float]:
+    """``capacities.balance_within_types`` for one design: a type's stations are the contiguous ``ranges``
+    ``[s0, s1)``; its mean is numpy's sum of the zero-padded full vector (the reference's order of additions)."""
     out = list(loads)
-    ns = len(loads)
-    for k in range(n_types):
-        cnt = 0
-        vals = []
-        for s in range(ns):
-            if st_type[s] == k:
-                cnt += 1
-                vals.append(loads[s])
-            else:
-                vals.append(0.0)
-        mean = _pw(vals) / max(cnt, 1)
-        for s in range(ns):
-            if st_type[s] == k:
-                out[s] = eff * mean + (1.0 - eff) * loads[s]
+    ns = len(out)
+    keep = 1.0 - eff
+    for s0, s1, _ in ranges:
+        mean = _pw([0.0] * s0 + out[s0:s1] + [0.0] * (ns - s1)) / max(s1 - s0, 1)
+        for s in range(s0, s1):
+            out[s] = eff * mean + keep * out[s]
     return out
 
 
@@ -348,8 +341,7 @@ def _loads(di: _Design, opts: EstimatorOptions, nb: int):
     dec, dec_ref, dec1 = _station_loads(own_d, cols, (1, 3, 4), st_type, ns)
     if not di.static_sched:
         eff = opts.balance_efficiency
-        nt = len(di.counts)
-        pre, dec, pre_ref, dec_ref, dec1, pre1 = (_balance(v, st_type, nt, eff)
+        pre, dec, pre_ref, dec_ref, dec1, pre1 = (_balance(v, ranges, eff)
                                                   for v in (pre, dec, pre_ref, dec_ref, dec1, pre1))
     if di.gain != 1.0:
         g = di.gain
