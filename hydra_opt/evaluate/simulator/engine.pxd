@@ -48,7 +48,7 @@ cdef class Engine:
     cdef public long long[::1] pg_lim
     cdef public double[::1] mem_used, mem_peak
     cdef public long long[::1] mk_idx, ma_idx
-    cdef public double[::1] mk_pb, mk_cap, ma_st, ma_pb, ma_cap
+    cdef public double[::1] mk_st, mk_pb, mk_cap, ma_st, ma_pb, ma_cap
     cdef public Py_ssize_t mk_n, ma_n
     cdef public EqualShareFlows flows
     cdef public long long[::1] busy
@@ -162,9 +162,12 @@ cdef class Engine:
     @cython.locals(queue=object, prompt=list, gen=list, chunked=bint, budget=cython.double, rid=Py_ssize_t,
                    new="long long")
     cdef _refill(self, list members, long long tokens)
-    @cython.locals(want="long long", i=Py_ssize_t, h=Py_ssize_t, u=cython.double)
+    @cython.locals(want="long long")
     cdef bint _alloc(self, Py_ssize_t r, long long tokens) except -1
+    @cython.locals(i=Py_ssize_t, h=Py_ssize_t, u=cython.double)
+    cdef bint _charge(self, const long long[::1] idx, const double[::1] st, const double[::1] pb,
+                      const double[::1] cap, Py_ssize_t n, long long k) noexcept
     @cython.locals(need="long long")
     cpdef bint _ensure(self, Py_ssize_t r)
-    @cython.locals(want="long long", d="long long", i=Py_ssize_t, h=Py_ssize_t, u=cython.double)
+    @cython.locals(want="long long")
     cdef bint _grow(self, Py_ssize_t r, long long need) except -1

@@ -609,16 +609,8 @@ class Engine:
         if r in self.mem_pages:
             return self.mem.ensure(r, tokens)
         want = -(-tokens // self.page_tokens)
-        for i in range(self.ma_n):
-            h = self.ma_idx[i]
-            if self.mem_used[h] + (self.ma_st[i] + want * self.ma_pb[i]) > self.ma_cap[i] + 1e-6:
-                return False
-        for i in range(self.ma_n):
-            h = self.ma_idx[i]
-            u = self.mem_used[h] + (self.ma_st[i] + want * self.ma_pb[i])
-            self.mem_used[h] = u
-            if u > self.mem_peak[h]:
-                self.mem_peak[h] = u
+        if not self._charge(self.ma_idx, self.ma_st, self.ma_pb, self.ma_cap, self.ma_n, want):
+            return False
         self.mem_pages[r] = want
         self.pg_lim[r] = want * self.page_tokens
         return True
@@ -647,19 +639,25 @@ class Engine:
         if want <= have:
             self.pg_lim[r] = have * self.page_tokens
             return True
-        d = want - have  # pages to add
-        for i in range(self.mk_n):
-            h = self.mk_idx[i]
-            if self.mem_used[h] + d * self.mk_pb[i] > self.mk_cap[i] + 1e-6:
+        # Pages to add; no state bytes (mk_st is zeros: 0.0 + x is x, so PagedMemory's floats are unchanged).
+        if not self._charge(self.mk_idx, self.mk_st, self.mk_pb, self.mk_cap, self.mk_n, want - have):
+            return False
+        self.mem_pages[r] = want
+        self.pg_lim[r] = want * self.page_tokens
+        return True
+
+    def _charge(self, idx, st, pb, cap, n: int, k: int) -> bool:
+        """PagedMemory's check-then-update for a request taking ``st[i] + k·pb[i]`` bytes on each memory ``idx[i]``:
+        False, with nothing changed, when one would pass ``cap[i]``; else the bytes are added and the peaks kept."""
+        for i in range(n):
+            if self.mem_used[idx[i]] + (st[i] + k * pb[i]) > cap[i] + 1e-6:
                 return False
-        for i in range(self.mk_n):
-            h = self.mk_idx[i]
-            u = self.mem_used[h] + d * self.mk_pb[i]
+        for i in range(n):
+            h = idx[i]
+            u = self.mem_used[h] + (st[i] + k * pb[i])
             self.mem_used[h] = u
             if u > self.mem_peak[h]:
                 self.mem_peak[h] = u
-        self.mem_pages[r] = want
-        self.pg_lim[r] = want * self.page_tokens
         return True
 
     def _make_room(self, r: int, need: int) -> bool:
@@ -1452,6 +1450,7 @@ class Engine:
         self.mk_n = len(kv_idx)
         self.mk_idx = array("q", kv_idx)
         self.mk_pb = array("d", [self.mem.page_bytes[h] for h in kv_idx])
+        self.mk_st = array("d", [0.0] * len(kv_idx))
         self.mk_cap = array("d", [self.mem._cap[h] for h in kv_idx])
         # _alloc's (a first allocation): the same per memory holding KV or state (its _all_idx order), with the state.
         all_idx = self.mem._all_idx
