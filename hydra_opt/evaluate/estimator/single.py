@@ -546,7 +546,7 @@ def _chain(lam_u: float, mu_n: np.ndarray, n_adm: int, t_end: float, u: float, o
     if _kernels.COMPILED:
         mu_l = mu_n if isinstance(mu_n, list) else mu_n.tolist()
         k = n_adm + markov.queue_room(lam_u / mu_l[-1], room)  # markov.occupancy_chain's truncation
-        if k <= 64:  # markov.birth_death_stationary's compiled short-chain path, on lists (numpy calls cost more)
+        if k <= markov.SHORT_CHAIN:  # birth_death_stationary's compiled path, on lists (numpy calls cost more)
             return _chain_short(lam_u, mu_l, n_adm, k, u, out_tok)
     mu_n = np.asarray(mu_n, dtype=np.float64)
     pi, _ = markov.occupancy_chain(lam_u, mu_n, n_adm, room)

@@ -1102,7 +1102,7 @@ class Engine:
                 task = self._el_steal(c)
                 if task is None:
                     return
-                victim = self.victim
+                victim = self.victim  # (boxed: shared with the branch below; self.victim is the C number)
                 self.el_qk[self.victim * self.el_nk + self.p_key[task.pid * self.nb + task.block]] -= 1
                 self.el_qn[self.victim] -= 1
             else:
