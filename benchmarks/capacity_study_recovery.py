@@ -28,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's hydra_opt
 
+from report_out import report_name  # noqa: E402  (benchmarks/ is on the path: this script's folder)
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 SPACE = "benchmarks/results/capacity_study_space.yaml"
@@ -123,12 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default=str(RESULTS / "capacity_study_recovery_work"),
                     help="folder for the two SQLite files (a re-run resumes from them)")
     ap.add_argument("--space", default=SPACE, help="the sub-space, relative to the checkout (default %(default)s)")
-    ap.add_argument("--out", default="capacity_study_recovery", help="report name under benchmarks/results")
+    ap.add_argument("--out", default="capacity_study_recovery", type=report_name,
+                    help="report name under benchmarks/results")
     args = ap.parse_args(argv)
     if not (ROOT / args.space).is_file():
         ap.error(f"--space: no file {args.space}")
-    if not args.out or Path(args.out).name != args.out or args.out.startswith("."):
-        ap.error(f"--out: a plain file name, got {args.out!r}")
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     study = _study(args.space)

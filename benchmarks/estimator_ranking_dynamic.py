@@ -44,6 +44,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]  # this checkout
 from estimator_ranking import _spearman_inf, design_key  # noqa: E402  (the static benchmark's helpers)
+from report_out import report_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -487,7 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(SPACES))
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--policies", default="continuous,chunked", help="of: " + ", ".join(POLICIES))
-    ap.add_argument("--out", default=OUT.name, help=f"report name under {RESULTS.relative_to(ROOT)} (default %(default)s)")
+    ap.add_argument("--out", default=OUT.name, type=report_name,
+                    help=f"report name under {RESULTS.relative_to(ROOT)} (default %(default)s)")
     ap.add_argument("--n-designs", type=int, default=100, help="designs per workload × policy (default 100)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N designs of each sample")
     ap.add_argument("--shard", default="0/1", help="i/k: simulate every k-th job starting at i")
@@ -513,8 +515,6 @@ def main(argv: list[str] | None = None) -> int:
         bad = [x for x in given.split(",") if x not in known]
         if bad:
             ap.error(f"{name}: unknown {', '.join(bad)} (allowed: {', '.join(known)})")
-    if not args.out or Path(args.out).name != args.out or args.out.startswith("."):
-        ap.error(f"--out: a plain file name under {RESULTS.relative_to(ROOT)}, got {args.out!r}")
     if args.n_designs < 1 or (args.limit is not None and args.limit < 1):
         ap.error("--n-designs and --limit: at least 1")
     shard = args.shard.split("/")

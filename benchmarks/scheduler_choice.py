@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from report_out import report_name
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 ELASTIC = RESULTS / "estimator_ranking_dynamic_loads_designs.csv"
@@ -103,10 +105,8 @@ def write(rows: list[dict], tie: float, out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tie", type=float, default=0.05, help="simulated ratios within 1 ± tie are ties (default 0.05)")
-    ap.add_argument("--out", default="scheduler_choice", help="report name under benchmarks/results")
+    ap.add_argument("--out", default="scheduler_choice", type=report_name, help="report name under benchmarks/results")
     args = ap.parse_args(argv)
-    if "/" in args.out or args.out in ("", ".", ".."):
-        ap.error(f"--out: a plain file name, got {args.out!r}")
     if not (args.tie >= 0):
         ap.error(f"--tie: a number >= 0, got {args.tie!r}")
     for p in (ELASTIC, STATIC):

@@ -37,3 +37,10 @@ def test_pooled_rho_is_one_when_the_estimate_is_a_monotone_map_of_the_simulation
     assert r["rho_pooled"] == pytest.approx(1.0) and r["agree"] == 1.0
     swapped = sc.summary(_frame(sim_el, sim_st, sim_st, sim_el), tie=0.0)[0]
     assert swapped["agree"] == 0.0 and swapped["rho_pooled"] < 1.0
+
+
+@pytest.mark.parametrize("out", ["../elsewhere", "sub/dir", ".hidden", ""])
+def test_out_must_be_a_plain_report_name(out, capsys):
+    with pytest.raises(SystemExit) as info:
+        sc.main(["--out", out])
+    assert info.value.code == 2 and "--out: a plain file name" in capsys.readouterr().err
