@@ -252,3 +252,28 @@ def test_scalar_fluid_kernels_equal_the_numpy_fluid(case: int, monkeypatch) -> N
             got[fast] = _json_tree(estimate(d, _model(model_name), _workload(wl_name), scenario=scn,
                                             options=opts).to_dict())
         assert got[True] == got[False], (d, _same(got[False], got[True])[:5])
+
+
+
+def test_short_occupancy_chain_on_lists_equals_the_numpy_chain() -> None:
+    # single._chain_short (lists through the compiled product form) is a twin of markov.occupancy_chain plus the
+    # numpy sums _chain does for longer chains: the same floats, bit for bit, on random short chains.
+    from hydra_opt.evaluate.estimator import _kernels
+
+    if not _kernels.COMPILED:
+        pytest.skip("the list path runs only with the compiled kernels")
+    rng = np.random.default_rng(1)
+    short = 0
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        mu = np.maximum.accumulate(rng.uniform(0.1, 5.0, n))
+        lam, u = float(rng.uniform(0.05, 0.6)) * mu[-1], float(rng.choice([1.0, 4.0, 16.0]))
+        out_tok = float(rng.uniform(10, 500))
+        pi, thr, queue = single._chain(lam, mu.tolist(), n, 60.0, u, out_tok)
+        ref, k = markov.occupancy_chain(lam, mu, n, int(min(2000, max(1.0, lam * 60.0))))
+        short += k <= markov.SHORT_CHAIN  # (longer chains take _chain's numpy path itself)
+        assert pi.size == k + 1
+        g = np.concatenate([[0.0], mu, np.full(k - n, mu[-1])]) * u * out_tok
+        np.testing.assert_array_equal(pi, ref)
+        assert thr == float((ref * g).sum()) and queue == float((ref * np.maximum(np.arange(k + 1) - n, 0)).sum())
+    assert short > 200
