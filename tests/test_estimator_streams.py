@@ -491,3 +491,55 @@ def test_a_stream_that_reuses_a_dead_streams_id_gets_its_own_estimate():
     pb = core.prepare(model, b)
     assert pb is not pa
     assert pb.trace[0].tolist() == b.arrival_s.tolist() and pb.trace[1].tolist() == [19.0] * 5
+
+
+def test_handoff_is_a_prefill_latency_not_station_work():
+    """The chiplet hand-offs add to a prompt's prefill (at any rate) but not to the stations' demands: the prompts
+    the stations complete per second stay, the slots are held a little longer."""
+    plain, hand = StreamModel(_inputs()), StreamModel(_inputs(handoff_s=0.004))
+    assert hand.prefill_s(0.0) == pytest.approx(plain.prefill_s(0.0) + 0.004)
+    assert hand.prefill_s(10.0) == pytest.approx(plain.prefill_s(10.0) + 0.004)  # Σ D/(1 − λD) + hand-offs
+    assert hand.first_token_rate_req_s() == plain.first_token_rate_req_s()
+    assert hand.capacity_req_s() < plain.capacity_req_s()
+
+
+def _prep_and_io(model_name: str):
+    from hydra_opt.evaluate.estimator import capacities, core
+    from hydra_opt.workload.cost import COST_FIELDS
+    from hydra_opt.workload.models import load_model
+    from hydra_opt.workload.workload import load_workload
+
+    prep = core.prepare(load_model(model_name), load_workload("arxiv"))
+    io = capacities.block_costs(prep.coeffs, capacities.prefill_agg(prep.stats, 1.0))[..., COST_FIELDS.index("io_bytes")]
+    return prep, 0.5 * float(io.mean())
+
+
+def test_handoffs_of_a_pure_model_count_the_further_stations():
+    """One family: a hand-off per station beyond the first, whichever blocks each owns (½·io/link, engine's rule)."""
+    from hydra_opt.evaluate.estimator.single import _handoff_s
+
+    prep, half_io = _prep_and_io("llama-3-8b")
+    nb = prep.n_blocks
+    assert _handoff_s(prep, [0] * nb, 256.0) == 0.0
+    three = [b * 3 // nb for b in range(nb)]
+    assert _handoff_s(prep, three, 256.0) == pytest.approx(2 * half_io / 256e9)
+    assert _handoff_s(prep, [b % 3 for b in range(nb)], 512.0) == pytest.approx(2 * half_io / 512e9)
+
+
+def test_handoffs_of_a_hybrid_model_count_the_family_changes():
+    """Two families: every change of family is a hand-off; a family's stations beyond its runs add more."""
+    from hydra_opt.evaluate.estimator.single import _handoff_s
+
+    prep, half_io = _prep_and_io("nemotron-h-4b")
+    fams = prep.families
+    kinds = sorted(set(fams))
+    changes = sum(1 for i in range(1, len(fams)) if fams[i] != fams[i - 1])
+    runs = {f: sum(1 for i, g in enumerate(fams) if g == f and (i == 0 or fams[i - 1] != f)) for f in kinds}
+    assert changes > 0
+    one_each = [kinds.index(f) for f in fams]  # one station per family
+    assert _handoff_s(prep, one_each, 256.0) == pytest.approx(changes * half_io / 256e9)
+    # Spread the first family over more stations than it has runs: the surplus adds hand-offs.
+    f0 = kinds[0]
+    spread = [len(kinds) + (i % (runs[f0] + 3)) if f == f0 else kinds.index(f) for i, f in enumerate(fams)]
+    used = len({s for s, f in zip(spread, fams) if f == f0})
+    assert _handoff_s(prep, spread, 256.0) == pytest.approx((changes + max(used - runs[f0], 0)) * half_io / 256e9)

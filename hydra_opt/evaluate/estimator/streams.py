@@ -64,6 +64,8 @@ class StreamInputs:
             empty: their queue is the finite run's, not the stationary one; ``(0, inf)``: stationary).
         prompt_scv: Squared coefficient of variation of the prompt length (a prefill pass's work).
         prompts_per_pass: ``k``, prompts one prefill pass admits (``min(max_batch, token_budget / E[P])``).
+        handoff_s: A mean prompt's activation hand-offs between chiplets along its prefill pass, s (a latency in its
+            prefill, not station work; ``single._handoff_s``).
     """
 
     m: float
@@ -80,6 +82,7 @@ class StreamInputs:
     arrivals_s: tuple[float, float] = (0.0, math.inf)
     prompt_scv: float = 1.0
     prompts_per_pass: float = 1.0
+    handoff_s: float = 0.0
 
 
 class StreamModel:
@@ -92,7 +95,8 @@ class StreamModel:
         self._open_pre: dict[float, float] = {}  # open_prefill_s(λ), per rate (its window wait is the costly part)
         self.n_max = max(si.m * si.b, 1.0)
         self._t0_d, self._t1_d = _member_split(si)
-        self.service_s = sum(si.pre1_s)  # one mean prompt through the prefill stations, no queue
+        # One mean prompt through the prefill stations and its activation's hand-offs between chiplets, no queue.
+        self.service_s = sum(si.pre1_s) + si.handoff_s
 
     def batches(self, n: float, lam: float = 0.0) -> float:
         """Batches decoding with ``n`` requests running.
@@ -228,9 +232,9 @@ class StreamModel:
             pre = self.si.pre1_s
             t0, t1 = self.si.arrivals_s
             if not math.isfinite(t1):
-                hit = sum(d / (1.0 - min(lam * d, 0.9)) for d in pre)
+                hit = sum(d / (1.0 - min(lam * d, 0.9)) for d in pre) + self.si.handoff_s
             else:
-                hit = sum(pre) + self._station_wait_s(lam, max(pre, default=0.0))
+                hit = self.service_s + self._station_wait_s(lam, max(pre, default=0.0))
             self._open_pre[lam] = hit
         return hit
 
