@@ -451,10 +451,29 @@ def test_a_prompt_behind_a_long_one_waits_pollaczek_khinchine():
         sm = StreamModel(_inputs(prompt_scv=scv, arrivals_s=(0.0, 1e5)))  # a long run reaches the stationary wait
         pk = d * 0.5 * (1.0 + scv) / (2.0 * 0.5)
         assert pk < window_wait_s(lam, 1.0 / d, scv, 0.0, 1e5)
-        waits.append(sm._station_wait_s(lam, d))
+        waits.append(sm._station_wait_s(lam))  # the tandem's pool: one server of the slowest station's d
         assert waits[-1] == pytest.approx(pk)
     assert waits[0] == pytest.approx(d)  # C² = 1: M/M/1's d·U/(1 − U)
     assert waits[1] == pytest.approx(2.0 * waits[0])
+
+
+def test_an_elastic_pool_waits_as_m_g_c():
+    """Elastic scheduling's prefill pool of c chiplets: Erlang C's probability of waiting and the M/G/c wait
+    C(c, a)·S/(c − a)·(1 + C²)/2; one server is M/G/1 again, and the longest pool's wait counts."""
+    from hydra_opt.evaluate.estimator.streams import _erlang_c
+
+    assert _erlang_c(1, 0.4) == pytest.approx(0.4)
+    assert _erlang_c(2, 1.0) == pytest.approx(1.0 / 3.0)  # M/M/2 at a = 1
+    assert _erlang_c(3, 2.0) == pytest.approx(4.0 / 9.0)  # (8/6·3)/(1 + 2 + 2 + 8/6·3)
+    assert _erlang_c(3, 3.0) == 1.0 and _erlang_c(4, 0.0) == 0.0
+    s, lam = 0.04, 25.0  # a = 1
+    two = StreamModel(_inputs(prompt_scv=1.0, arrivals_s=(0.0, 1e5), pools=((2.0, s),)))
+    assert two._station_wait_s(lam) == pytest.approx(s / 3.0)
+    assert two.station_wait_prob(lam) == pytest.approx(1.0 / 3.0)
+    one = StreamModel(_inputs(prompt_scv=1.0, arrivals_s=(0.0, 1e5), pools=((1.0, 0.02),)))
+    assert one._station_wait_s(lam) == pytest.approx(0.02)  # M/M/1 at U = 0.5: d·U/(1 − U)
+    both = StreamModel(_inputs(prompt_scv=1.0, arrivals_s=(0.0, 1e5), pools=((2.0, s), (1.0, 0.02))))
+    assert both._station_wait_s(lam) == pytest.approx(0.02) and both.station_wait_prob(lam) == pytest.approx(0.5)
 
 
 def test_unsorted_arrivals_are_refused_as_the_simulator_refuses_them():

@@ -592,7 +592,18 @@ def _stream_model(di: _Design, prep: core.Prepared, ctx: dict) -> streams.Stream
         tau_1_s=tuple(ctx["tau_1"]),
         pre1_s=tuple(x for x in ld["pre1"] if x > 0.0), pre_rate_req_s=pre_rate, chunked=di.chunked,
         chunks_mean=di.chunk_extra + 1.0, arrivals_s=_arrival_span(prep), prompt_scv=ctx["ex"]["prompt_scv"],
-        prompts_per_pass=k_max, handoff_s=_handoff_s(prep, ld["own_p"], di.d2d_gbps)))
+        prompts_per_pass=k_max, handoff_s=_handoff_s(prep, ld["own_p"], di.d2d_gbps),
+        pools=() if di.static_sched else _prefill_pools(ld)))
+
+
+def _prefill_pools(ld: dict) -> tuple[tuple[float, float], ...]:
+    """Elastic scheduling's prefill pools (``streams.StreamInputs.pools``): per chiplet type that prefills, its
+    chiplets and its share of a lone prompt's pass, s."""
+    per: dict[int, list[float]] = {}
+    for x, t in zip(ld["pre1"], ld["st_type"]):
+        if x > 0.0:
+            per.setdefault(t, []).append(x)
+    return tuple((float(len(v)), _pw(v)) for v in per.values())
 
 
 def _handoff_s(prep: core.Prepared, owner: list[int], d2d_gbps: float) -> float:
@@ -700,7 +711,7 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
         if prep.scenario.ttft_from == "arrival" and math.isfinite(ttft):
             ttft += wait
     own = bool(run and run.own_batch >= 0.5)
-    station = (sm.open_prefill_s(lam) - sm.service_s, lam * max(sm.si.pre1_s, default=0.0))
+    station = (sm.open_prefill_s(lam) - sm.service_s, sm.station_wait_prob(lam))
     quant = (streams.latency_quantiles(run, prep.stats.prompt_tok, lambda sc: sm.prefill_at_s(lam, sc, own), wait,
                                        station=station) if run else ([], []))
     return dict(thr=thr, ttft=ttft, tpot=tpot, cap_tok=cap_tok, mu_max=mu_max, rho=rho, pi=pi, stat_thr=stat_thr,

@@ -42,6 +42,24 @@ def _interp(x: float, curve) -> float:
     return curve[lo - 1] + w * (curve[lo] - curve[lo - 1])
 
 
+def _erlang_c(c: float, a: float) -> float:
+    """Erlang C: the probability that an arrival waits in M/M/c at offered load ``a`` (``a`` for one server; 1
+    at or over ``c``; ``c`` rounded down, at least 1)."""
+    n = max(int(c), 1)
+    if a >= n:
+        return 1.0
+    if a <= 0.0:
+        return 0.0
+    if n == 1:
+        return a
+    term, head = 1.0, 1.0  # a^k/k! and its running sum over k < n
+    for k in range(1, n):
+        term *= a / k
+        head += term
+    tail = term * a / n * n / (n - a)
+    return tail / (head + tail)
+
+
 @dataclass(frozen=True, kw_only=True)
 class StreamInputs:
     """Per-design inputs of the two-stream model (times in s, rates per s).
@@ -66,6 +84,12 @@ class StreamInputs:
         prompts_per_pass: ``k``, prompts one prefill pass admits (``min(max_batch, token_budget / E[P])``).
         handoff_s: A mean prompt's activation hand-offs between chiplets along its prefill pass, s (a latency in its
             prefill, not station work; ``single._handoff_s``).
+        pools: ``((c, S), …)``: how the prefill stations queue prompts — per pool, ``c`` prompts served at once,
+            each for ``S`` s. A tandem (static scheduling: every block on its Ω chiplet) is one pool ``(1, max
+            pre1_s)``, the default (empty): a prompt waits for the one ahead to leave the slowest station. Elastic
+            scheduling moves a block's task to another chiplet of its type when its Ω chiplet is busy, so a type's
+            ``c`` chiplets serve ``c`` prompts side by side, each for the type's whole share ``S`` of the pass
+            (M/G/c); one pool per chiplet type that prefills, the longest wait counts.
     """
 
     m: float
@@ -83,6 +107,7 @@ class StreamInputs:
     prompt_scv: float = 1.0
     prompts_per_pass: float = 1.0
     handoff_s: float = 0.0
+    pools: tuple[tuple[float, float], ...] = ()
 
 
 class StreamModel:
@@ -234,26 +259,58 @@ class StreamModel:
             if not math.isfinite(t1):
                 hit = sum(d / (1.0 - min(lam * d, 0.9)) for d in pre) + self.si.handoff_s
             else:
-                hit = self.service_s + self._station_wait_s(lam, max(pre, default=0.0))
+                hit = self.service_s + self._station_wait_s(lam)
             self._open_pre[lam] = hit
         return hit
 
-    def _station_wait_s(self, lam: float, d: float) -> float:
-        """Queueing delay at a prefill station of demand ``d`` in the finite run: the M/G/1 wait
-        ``d·U·(1 + C²)/(2(1 − U))`` (``C²``: the prompt length's) where the run reaches it, else the wait of a queue
-        started empty (``markov.window_wait_s``: a reflected Brownian motion over the measured arrivals' span,
-        service variability from the prompt lengths)."""
+    def _pools(self) -> tuple[tuple[float, float], ...]:
+        """:attr:`StreamInputs.pools` (the tandem's ``((1, max D),)`` by default)."""
+        return self.si.pools or ((1.0, max(self.si.pre1_s, default=0.0)),)
+
+    def station_wait_prob(self, lam: float) -> float:
+        """Probability that a prompt waits at the prefill pool of the longest wait (:meth:`_station_wait_s`): its
+        utilisation for one server (M/G/1), Erlang C for ``c`` (M/G/c), 1 when saturated."""
+        c, d = self._bottleneck(lam)
+        return _erlang_c(c, lam * d)
+
+    def _bottleneck(self, lam: float) -> tuple[float, float]:
+        best, top = (1.0, 0.0), -1.0
+        for c, d in self._pools():
+            w = self._pool_wait_s(lam, c, d)
+            if w > top:
+                best, top = (c, d), w
+        return best
+
+    def _station_wait_s(self, lam: float) -> float:
+        """Queueing delay at the prefill stations in the finite run: the longest of the pools' waits
+        (:attr:`StreamInputs.pools`, :meth:`_pool_wait_s`).
+
+        A pool, not a tandem, under elastic scheduling: two 3,000-token prompts 0.1 s apart on three Llama-3-8B
+        prefill chiplets both reach their first token at 2.057 s (a lone prompt's time) where static scheduling
+        shares the chiplets and gives 3.73 and 3.76 s; on one chiplet both schedulers give 3.99 and 4.01 s."""
+        return max(self._pool_wait_s(lam, c, d) for c, d in self._pools())
+
+    def _pool_wait_s(self, lam: float, c: float, d: float) -> float:
+        """One pool's wait: the M/G/1 wait ``d·U·(1 + C²)/(2(1 − U))`` (``C²``: the prompt length's) — for ``c``
+        servers the M/G/c wait ``C(c, a)·d/(c − a)·(1 + C²)/2`` (Erlang C, ``a = λd``) — where the run reaches it,
+        else the wait of a queue started empty (``markov.window_wait_s``: a reflected Brownian motion over the
+        measured arrivals' span, service variability from the prompt lengths, at the pool's rate ``c/d``)."""
         from hydra_opt.evaluate.estimator.markov import window_wait_s
 
         if d <= 0.0:
             return 0.0
-        u = lam * d
+        a = lam * d
         # Pollaczek–Khinchine: a station's service follows the prompt, and a long prompt holds up the short ones
         # behind it (Nemotron-H chat, 6 + 1 Mamba and 2 + 3 attention chiplets, 15.7 req/s: mean TTFT 0.150 s
         # simulated, 0.083 with M/M/1's wait, 0.127 with this).
-        stat = d * u * (1.0 + self.si.prompt_scv) / (2.0 * (1.0 - u)) if u < 1.0 else math.inf
+        if a >= c:
+            stat = math.inf
+        elif c == 1.0:
+            stat = d * a * (1.0 + self.si.prompt_scv) / (2.0 * (1.0 - a))
+        else:
+            stat = _erlang_c(c, a) * d / (c - a) * (1.0 + self.si.prompt_scv) / 2.0
         t0, t1 = self.si.arrivals_s
-        return min(stat, window_wait_s(lam, 1.0 / d, self.si.prompt_scv, t0, t1))
+        return min(stat, window_wait_s(lam, c / d, self.si.prompt_scv, t0, t1))
 
     def prefill_s(self, lam: float) -> float:
         """Prefill latency of an admitted request (to its first token) at arrival rate ``lam``, s.
