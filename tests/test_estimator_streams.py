@@ -327,20 +327,23 @@ def test_chunked_first_token_rate_is_at_least_the_bottleneck_station():
 
 def test_stalled_chunked_passes_closed_forms():
     """With ``m`` batches running and ``w`` prompts waiting or prefilling (``k`` a pass), a fraction
-    ``g = w/(m·k)`` of the batches holds a chunk: the others cycle through the decode stations as ``m·(1 − g)``
-    batches, so a pass takes ``dec(m(1 − g))/(1 − g)``, at most one trip of ``m·k`` prompts through the
-    stations ``k·max(Σ D, m·max D)`` plus the decode part; never shorter than the pass model's; nothing while
-    fewer than ``m`` batches run (an arrival then prefills in a batch of its own)."""
+    ``g = w/(m·k)`` of the batches holds a chunk — of those with a free slot, ``min(1, (n_max − n)/m)`` of them —
+    the others cycle through the decode stations as ``m·(1 − g)`` batches, so a pass takes
+    ``dec(m(1 − g))/(1 − g)``, at most one trip of ``m·k`` prompts through the stations ``k·max(Σ D, m·max D)``
+    plus the decode part; never shorter than the pass model's; nothing while fewer than ``m`` batches run (an
+    arrival then prefills in a batch of its own) or when every slot is taken (the prompts wait for one)."""
     import numpy as np
 
-    ck = StreamModel(_inputs(chunked=True, prompts_per_pass=2.0))
-    tau = np.full(5, 0.01)
-    running = np.array([2.0, 32.0, 32.0, 32.0, 32.0])
-    waiting = np.array([100.0, 0.0, 4.0, 8.0, 100.0])
+    ck = StreamModel(_inputs(chunked=True, prompts_per_pass=2.0))  # m = 4 batches of 8: 32 slots
+    tau = np.full(7, 0.01)
+    running = np.array([2.0, 28.0, 28.0, 28.0, 28.0, 30.0, 32.0])
+    waiting = np.array([100.0, 0.0, 4.0, 8.0, 100.0, 4.0, 100.0])
     got = ck.stalled_pass_s(tau, running, waiting)
     cycle = 2.0 * max(0.05, 4 * 0.03) + ck._dec_at(4.0, 8.0)
-    half = ck._dec_at(2.0, 8.0) / 0.5  # g = 4/8: two of the four batches free
-    assert got.tolist() == pytest.approx([0.01, max(0.01, ck._dec_at(4.0, 8.0)), max(0.01, half), cycle, cycle])
+    half = ck._dec_at(2.0, 7.0) / 0.5  # g = 4/8: two of the four batches free
+    quarter = ck._dec_at(3.0, 7.5) / 0.75  # 2 free slots for 4 batches: half of g = 4/8
+    assert got.tolist() == pytest.approx([0.01, max(0.01, ck._dec_at(4.0, 7.0)), max(0.01, half), cycle, cycle,
+                                          max(0.01, quarter), max(0.01, ck._dec_at(4.0, 8.0))])
 
 
 def test_chunked_in_window_tokens_collapse_past_the_prefill_stations():
