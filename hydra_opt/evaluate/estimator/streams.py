@@ -56,7 +56,7 @@ def _erlang_c(c: float, a: float) -> float:
     for k in range(1, n):
         term *= a / k
         head += term
-    tail = term * a / n * n / (n - a)
+    tail = term * a / (n - a)  # a^n/n! · n/(n − a)
     return tail / (head + tail)
 
 
@@ -274,6 +274,7 @@ class StreamModel:
         return _erlang_c(c, lam * d)
 
     def _bottleneck(self, lam: float) -> tuple[float, float]:
+        """The pool ``(c, S)`` of the longest wait at ``lam`` (the first of equal ones)."""
         best, top = (1.0, 0.0), -1.0
         for c, d in self._pools():
             w = self._pool_wait_s(lam, c, d)
