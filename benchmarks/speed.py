@@ -267,7 +267,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="callgrind processes run at once")
     ap.add_argument("--skip-estimator", action="store_true")
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 repeat, 1 simulated s, small estimator set")
-    ap.add_argument("--out", help="markdown output (default benchmarks/results/speed.md; none with --quick)")
+    ap.add_argument("--out", help="markdown output file, a path (relative to the current directory; default benchmarks/results/speed.md; none with --quick)")
     ap.add_argument("--tree", help="measure the hydra_opt of another checkout (give it as --tree=DIR)")
     ap.add_argument("--floor-child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
