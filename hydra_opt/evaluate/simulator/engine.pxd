@@ -59,7 +59,8 @@ cdef class Engine:
     cdef public long long el_spread, el_margin, el_over
     cdef public double el_w
     cdef public Py_ssize_t el_nk, victim
-    cdef public bint elastic, el_lend
+    cdef public bint elastic, el_lend, el_bits
+    cdef public long long[::1] el_bit, el_qm, el_sm, el_fm
     cdef public double[::1] h_t
     cdef public long long[::1] h_s, h_e, ev_k, ev_v, ev_pos, ev_free
     cdef public list ev_o
@@ -122,8 +123,10 @@ cdef class Engine:
     @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, queues=list, lend=bint, bv=Py_ssize_t,
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
                    native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t, wide=bint,
-                   i=Py_ssize_t)
+                   i=Py_ssize_t, want="long long")
     cpdef _el_steal(self, Py_ssize_t idle)
+    @cython.locals(x=Py_ssize_t, n="long long")
+    cdef inline void _el_queued(self, Py_ssize_t c, Py_ssize_t k, long long d) noexcept
     @cython.locals(was="long long", n=Py_ssize_t, i=Py_ssize_t, x=Py_ssize_t)
     cdef void _load_add(self, Py_ssize_t c, long long d) noexcept
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
