@@ -35,7 +35,8 @@ cdef class _Batch:
 # local copy costs an atomic acquire and release per call.
 @cython.final
 cdef class Engine:
-    cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, caps, chip_lat, chip_node, ctype
+    cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, caps, chip_node, ctype
+    cdef public double[::1] chip_lat
     cdef public list epoch, families, finish_t, first_bs, first_t, gen, heap, hopm, mem_int, npre, out, prompt
     cdef public list run_task, stage, status, token_n, token_t, where, pdone
     cdef public object K, T, batcher, batches, bin_s, bins
@@ -138,7 +139,7 @@ cdef class Engine:
     @cython.locals(c=Py_ssize_t, blk=Py_ssize_t)
     cpdef _finish(self, _Part part)
     @cython.locals(b=_Batch, now=cython.double, emitted="long long", gen=list, out=list, epoch=list, stage=list,
-                   prefill=bint, rids=list, epochs=list, k=Py_ssize_t, r=Py_ssize_t)
+                   prefill=bint, rids=list, epochs=list, k=Py_ssize_t, r=Py_ssize_t, ft=cython.double)
     cpdef _end_part(self, _Part part)
     @cython.locals(now=cython.double, dt=cython.double, mi=list, h=Py_ssize_t)
     cpdef _sample_mem(self)

@@ -861,7 +861,8 @@ class Engine:
             emitted += 1
             if prefill:
                 stage[r] = 2
-            if self.first_t[r] == _INF:
+            ft = self.first_t[r]  # (a C double when compiled: the test boxes no float)
+            if ft == _INF:
                 self.first_t[r] = now
                 self.first_bs[r] = now - self.admit_t[r]
             if gen[r] >= out[r]:
@@ -1176,7 +1177,7 @@ class Engine:
                 self.energy_dyn += task.vals[oe + b]
         prev = task.prev_chip
         if prev >= 0 and prev != c:
-            cs += self.chip_lat[prev][c] + 0.5 * task.vals[self.R_IO * nb + blk] / self.link_bps
+            cs += self.chip_lat[prev * self.nc + c] + 0.5 * task.vals[self.R_IO * nb + blk] / self.link_bps
         self.seq += 1
         if nbytes <= 0.0:
             task.cs_open = True
@@ -1447,8 +1448,9 @@ class Engine:
               self.hopm[self.block_node[b]][self.chip_node[c]] * self.hop_s) for c in range(self.nc)]
             for b in range(nb)
         ]
-        self.chip_lat = [[self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s for c in range(self.nc)]
-                         for a in range(self.nc)]
+        # Hand-off latency from chiplet a to c at a * nc + c (C doubles when compiled: no float boxed per hand-off).
+        self.chip_lat = array("d", [self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s
+                                    for a in range(self.nc) for c in range(self.nc)])
         self.link_bytes = array("d", [0.0]) * len(caps)
         self.bin_s = options.link_bins_s if self.net is None else None
         self.bins = np.zeros((16, len(caps)))
