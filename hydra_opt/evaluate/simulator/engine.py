@@ -969,6 +969,8 @@ class Engine:
         i = task.pid * self.nb + blk
         pref = self.p_pref[i]
         n0, n1, l0, l1 = self.el_n0[i], self.el_n1[i], self.el_l0[i], self.el_l1[i]
+        if l1 == l0 and self.load[pref] < self.el_spread:
+            return pref  # below: load[pref] - lmin < spread for any lmin (loads are never negative), nothing to lend
         lmin = self.load[self.el_cand[n0]]
         for j in range(n0, n1):
             c = self.el_cand[j]
