@@ -35,7 +35,8 @@ cdef class _Batch:
 # local copy costs an atomic acquire and release per call.
 @cython.final
 cdef class Engine:
-    cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, caps, chip_lat, chip_node, ctype
+    cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, caps, chip_node, ctype
+    cdef public double[::1] chip_lat
     cdef public list epoch, families, finish_t, first_bs, first_t, gen, heap, hopm, mem_int, npre, out, prompt
     cdef public list run_task, stage, status, token_n, token_t, where, pdone
     cdef public object K, T, batcher, batches, bin_s, bins
@@ -59,7 +60,8 @@ cdef class Engine:
     cdef public long long el_spread, el_margin, el_over
     cdef public double el_w
     cdef public Py_ssize_t el_nk, victim
-    cdef public bint elastic, el_lend
+    cdef public bint elastic, el_lend, el_bits
+    cdef public long long[::1] el_bit, el_qm, el_sm, el_fm
     cdef public double[::1] h_t
     cdef public long long[::1] h_s, h_e, ev_k, ev_v, ev_pos, ev_free
     cdef public list ev_o
@@ -122,8 +124,10 @@ cdef class Engine:
     @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, queues=list, lend=bint, bv=Py_ssize_t,
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
                    native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t, wide=bint,
-                   i=Py_ssize_t)
+                   i=Py_ssize_t, want="long long")
     cpdef _el_steal(self, Py_ssize_t idle)
+    @cython.locals(x=Py_ssize_t, n="long long")
+    cdef inline void _el_queued(self, Py_ssize_t c, Py_ssize_t k, long long d) noexcept
     @cython.locals(was="long long", n=Py_ssize_t, i=Py_ssize_t, x=Py_ssize_t)
     cdef void _load_add(self, Py_ssize_t c, long long d) noexcept
     @cython.locals(task=_Part, now=cython.double, cs=cython.double, x=cython.double, nbytes=cython.double,
@@ -135,7 +139,7 @@ cdef class Engine:
     @cython.locals(c=Py_ssize_t, blk=Py_ssize_t)
     cpdef _finish(self, _Part part)
     @cython.locals(b=_Batch, now=cython.double, emitted="long long", gen=list, out=list, epoch=list, stage=list,
-                   prefill=bint, rids=list, epochs=list, k=Py_ssize_t, r=Py_ssize_t)
+                   prefill=bint, rids=list, epochs=list, k=Py_ssize_t, r=Py_ssize_t, ft=cython.double)
     cpdef _end_part(self, _Part part)
     @cython.locals(now=cython.double, dt=cython.double, mi=list, h=Py_ssize_t)
     cpdef _sample_mem(self)

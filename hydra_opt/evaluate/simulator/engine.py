@@ -861,7 +861,8 @@ class Engine:
             emitted += 1
             if prefill:
                 stage[r] = 2
-            if self.first_t[r] == _INF:
+            ft = self.first_t[r]  # (a C double when compiled: the test boxes no float)
+            if ft == _INF:
                 self.first_t[r] = now
                 self.first_bs[r] = now - self.admit_t[r]
             if gen[r] >= out[r]:
@@ -934,6 +935,15 @@ class Engine:
         # Queued tasks per (chiplet, key) at c * el_nk + k: _el_steal skips a victim none of whose tasks the idle
         # chiplet may take without walking its queue (the deque's items are Python objects).
         self.el_qk = array("q", [0]) * (nc * self.el_nk)
+        # The same as bit masks when the keys fit a C integer (nk <= 62; else el_bits is False and _el_steal walks
+        # the counts): el_qm[c] has key k's bit while c queues a task of key k; el_sm[c] / el_fm[c] have the keys c
+        # serves natively / of its families (el_serves / el_famok). _el_steal's test of a victim is then one AND.
+        self.el_bits = self.el_nk <= 62
+        nbit = self.el_nk if self.el_bits else 0
+        self.el_bit = array("q", [1 << k for k in range(nbit)])
+        self.el_qm = array("q", [0]) * nc
+        self.el_sm = array("q", [sum([1 << k for k in range(nbit) if self.el_serves[c * nbit + k]]) for c in range(nc)])
+        self.el_fm = array("q", [sum([1 << k for k in range(nbit) if self.el_famok[c * nbit + k]]) for c in range(nc)])
         self.el_qn = array("q", [0]) * nc  # and per chiplet (its queue's length, a C read)
 
     def _el_min(self, lo: int, hi: int, blk: int) -> int:
@@ -959,6 +969,8 @@ class Engine:
         i = task.pid * self.nb + blk
         pref = self.p_pref[i]
         n0, n1, l0, l1 = self.el_n0[i], self.el_n1[i], self.el_l0[i], self.el_l1[i]
+        if l1 == l0 and self.load[pref] < self.el_spread:
+            return pref  # below: load[pref] - lmin < spread for any lmin (loads are never negative), nothing to lend
         lmin = self.load[self.el_cand[n0]]
         for j in range(n0, n1):
             c = self.el_cand[j]
@@ -1004,14 +1016,21 @@ class Engine:
                 continue  # cannot beat the best so far, whatever it holds
             # Skip a victim holding no task `idle` may take (the walk below would find none): per-key counts.
             wide = lend and lv >= spread + self.el_margin  # then borrowed tasks of its families too
-            k = 0
-            while k < nk:
-                if self.el_qk[victim * nk + k] and (self.el_serves[idle * nk + k]
-                                                   or (wide and self.el_famok[idle * nk + k])):
-                    break
-                k += 1
-            if k == nk:
-                continue
+            if self.el_bits:
+                want = self.el_sm[idle]
+                if wide:
+                    want |= self.el_fm[idle]
+                if not (self.el_qm[victim] & want):
+                    continue
+            else:
+                k = 0
+                while k < nk:
+                    if self.el_qk[victim * nk + k] and (self.el_serves[idle * nk + k]
+                                                       or (wide and self.el_famok[idle * nk + k])):
+                        break
+                    k += 1
+                if k == nk:
+                    continue
             n = self.el_qn[victim]  # len(queues[victim])
             if n < spread - 1:
                 continue
@@ -1036,6 +1055,17 @@ class Engine:
                 break
         self.victim = bv
         return best
+
+    def _el_queued(self, c: int, k: int, d: int) -> None:
+        """``el_qk[c, k] += d`` (d is +1 or -1), keeping key ``k``'s bit of ``el_qm[c]``."""
+        x = c * self.el_nk + k
+        n = self.el_qk[x] + d
+        self.el_qk[x] = n
+        if self.el_bits:
+            if n == 0:
+                self.el_qm[c] &= ~self.el_bit[k]
+            elif n == 1 and d > 0:
+                self.el_qm[c] |= self.el_bit[k]
 
     def _load_add(self, c: int, d: int) -> None:
         """``load[c] += d`` (queued + running tasks), keeping ``el_over``/``el_ov``: how many and which chiplets hold
@@ -1068,7 +1098,7 @@ class Engine:
         self.q_append[c](task)
         i = task.pid * self.nb + task.block
         if self.elastic:
-            self.el_qk[c * self.el_nk + self.p_key[i]] += 1
+            self._el_queued(c, self.p_key[i], 1)
             self.el_qn[c] += 1
         self._load_add(c, 1)
         if not self.busy[c]:
@@ -1095,7 +1125,7 @@ class Engine:
         if queued:
             task = self.q_popleft[c]()
             if self.elastic:
-                self.el_qk[c * self.el_nk + self.p_key[task.pid * self.nb + task.block]] -= 1
+                self._el_queued(c, self.p_key[task.pid * self.nb + task.block], -1)
                 self.el_qn[c] -= 1
         elif self.stealing:
             if self.elastic:
@@ -1103,7 +1133,7 @@ class Engine:
                 if task is None:
                     return
                 victim = self.victim  # (boxed: shared with the branch below; self.victim is the C number)
-                self.el_qk[self.victim * self.el_nk + self.p_key[task.pid * self.nb + task.block]] -= 1
+                self._el_queued(self.victim, self.p_key[task.pid * self.nb + task.block], -1)
                 self.el_qn[self.victim] -= 1
             else:
                 got = self.sched.steal(c, self.view)
@@ -1149,7 +1179,7 @@ class Engine:
                 self.energy_dyn += task.vals[oe + b]
         prev = task.prev_chip
         if prev >= 0 and prev != c:
-            cs += self.chip_lat[prev][c] + 0.5 * task.vals[self.R_IO * nb + blk] / self.link_bps
+            cs += self.chip_lat[prev * self.nc + c] + 0.5 * task.vals[self.R_IO * nb + blk] / self.link_bps
         self.seq += 1
         if nbytes <= 0.0:
             task.cs_open = True
@@ -1420,8 +1450,9 @@ class Engine:
               self.hopm[self.block_node[b]][self.chip_node[c]] * self.hop_s) for c in range(self.nc)]
             for b in range(nb)
         ]
-        self.chip_lat = [[self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s for c in range(self.nc)]
-                         for a in range(self.nc)]
+        # Hand-off latency from chiplet a to c at a * nc + c (C doubles when compiled: no float boxed per hand-off).
+        self.chip_lat = array("d", [self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s
+                                    for a in range(self.nc) for c in range(self.nc)])
         self.link_bytes = array("d", [0.0]) * len(caps)
         self.bin_s = options.link_bins_s if self.net is None else None
         self.bins = np.zeros((16, len(caps)))

@@ -37,7 +37,7 @@ cdef class EqualShareFlows:
     cdef public long long[::1] uncapped, changed, rcnt
     cdef public long long stamp
     cdef public long long[::1] rpool, fslot, rfl, rt, fstamp, fnres
-    cdef public double[::1] fcap, frate, fdue, fm1, fm2
+    cdef public double[::1] fcap, frate, fm1, fm2, rtdue
     cdef public long long[::1] fa1, fok
     cdef public Py_ssize_t stride, nfree, nslots, nrt
 
@@ -57,7 +57,7 @@ cdef class EqualShareFlows:
     @cython.locals(rate=cython.double, rem=cython.double, f=Flow)
     # noexcept (as _load_add, _hmove, _hpop in the engine): nothing in it can raise (its list read and record type
     # hold by construction), so its callers need no PyErr_Occurred check per call.
-    cdef void _time(self, Py_ssize_t j, double now) noexcept
+    cdef inline void _time(self, Py_ssize_t j, double now) noexcept
 
     @cython.locals(m1=cython.double, m2=cython.double, s=cython.double, a1=Py_ssize_t, x=Py_ssize_t, i=Py_ssize_t,
                    off=Py_ssize_t)
@@ -78,7 +78,7 @@ cdef class EqualShareFlows:
     cdef double _share(self, Py_ssize_t r) except? -1
 
     @cython.locals(c=cython.double, left=cython.double, n=Py_ssize_t, lo=cython.double,
-                   hi=cython.double, m=Py_ssize_t, k=Py_ssize_t, i=Py_ssize_t, base=Py_ssize_t)
+                   hi=cython.double, m=Py_ssize_t, k=Py_ssize_t, i=Py_ssize_t, base=Py_ssize_t, tot=cython.double)
     cdef double _level(self, Py_ssize_t r) except? -1
 
     @cython.locals(c=cython.double, m=cython.double)

@@ -24,8 +24,9 @@ max-min fairness is available through ``FlowNetwork`` (``SimOptions.sharing = "m
 
 Speed (the engine's hot path): a resource whose flows' own caps sum to no more than its capacity is not a
 bottleneck — water-filling gives every flow its cap and the level is the capacity — so its level is known without
-looking at its flows (the per-resource sum of finite caps and count of uncapped flows are kept incrementally).
-Flows are re-timed only when the share of one of their resources changed. Both shortcuts give the same rates as
+looking at its flows (the per-resource sum of finite caps and count of uncapped flows are kept incrementally);
+likewise when what its flows can take (caps and their other resources' shares) sums to no more than it, the level
+is the capacity without sorting them (both sums with a margin far above their rounding). Flows are re-timed only when the share of one of their resources changed. Both shortcuts give the same rates as
 the full computation.
 
 Each resource keeps its flows twice: as slot numbers in a row of a C array (what the levels and the re-timing
@@ -163,23 +164,23 @@ class EqualShareFlows:
             return a
 
         if n:
-            rpool, fcap, frate, fstamp, fnres, fdue = (self.rpool, self.fcap, self.frate, self.fstamp, self.fnres,
-                                                       self.fdue)
+            rpool, fcap, frate, fstamp, fnres = self.rpool, self.fcap, self.frate, self.fstamp, self.fnres
             fm1, fm2, fa1, fok = self.fm1, self.fm2, self.fa1, self.fok
             rfl = array("q", [0]) * (m * nr)
             for r in range(nr):  # row r: rcnt[r] slots at r * nslots
                 for k in range(self.rcnt[r]):
                     rfl[r * m + k] = self.rfl[r * n + k]
         else:
-            rpool = fcap = frate = fstamp = fnres = fdue = fm1 = fm2 = fa1 = fok = array("q")
+            rpool = fcap = frate = fstamp = fnres = fm1 = fm2 = fa1 = fok = array("q")
             rfl = array("q", [0]) * (m * nr)
         self.rpool = grown(rpool, "q", nr)
-        self.fcap, self.frate, self.fdue = grown(fcap, "d", 1), grown(frate, "d", 1), grown(fdue, "d", 1)
+        self.fcap, self.frate = grown(fcap, "d", 1), grown(frate, "d", 1)
         self.fstamp, self.fnres = grown(fstamp, "q", 1), grown(fnres, "q", 1)
         self.fm1, self.fm2, self.fa1, self.fok = grown(fm1, "d", 1), grown(fm2, "d", 1), grown(fa1, "q", 1), grown(fok, "q", 1)
         self.rfl = rfl
         self.byslot += [None] * (m - n)
         self.rt = array("q", [0]) * m  # slots re-timed by the last start/finish (each once)
+        self.rtdue = array("d", [0.0]) * m  # their delivery times, in the order of rt as _time fills it (for _tie)
         self.fslot = array("q", range(m - 1, n - 1, -1)) + array("q", [0]) * n  # free slots, slot n on top
         self.nfree = m - n
         self.nslots = m
@@ -219,9 +220,9 @@ class EqualShareFlows:
         """Two of the ``n`` re-timed flows due at the same instant (otherwise their order never matters: their
         consecutive sequence numbers never compare)."""
         for i in range(1, n):
-            t = self.fdue[self.rt[i]]
+            t = self.rtdue[i]  # (contiguous: the pairs compare without an index lookup per flow)
             for k in range(i):
-                if self.fdue[self.rt[k]] == t:
+                if self.rtdue[k] == t:
                     return True
         return False
 
@@ -262,7 +263,7 @@ class EqualShareFlows:
         f.t_last = now
         f.ver += 1
         f.due = now + f.rem / rate + f.lat
-        self.fdue[j] = f.due
+        self.rtdue[self.nrt] = f.due
         self.rt[self.nrt] = j
         self.nrt += 1
 
@@ -362,13 +363,23 @@ class EqualShareFlows:
                     return self.cap[r]
                 return left
             return left / 2
-        # The caps in ascending order in a scratch buffer (an insertion sort: a few flows, C doubles when compiled;
-        # equal values are equal floats, so any correct sort gives the same sequence and the same level).
-        # (Read as self.scratch[i], not through a local copy: a local memoryview costs an atomic acquire and release.)
+        # What each flow can take, in a scratch buffer. (Read as self.scratch[i], not through a local copy: a local
+        # memoryview costs an atomic acquire and release.)
         if len(self.scratch) < m:
             self.scratch = array("d", [0.0]) * (2 * m)
+        tot = 0.0
         for k in range(m):
             c = self._avail(self.rfl[base + k], r)
+            self.scratch[k] = c
+            tot += c
+        # They fit (the loop below would subtract every one and return the capacity): as _share's shortcut on the
+        # own caps, with the same margin, here on what the flows can take (4 in 10 levels under elastic placement).
+        if tot <= self.cap[r] * _SLACK:
+            return self.cap[r]
+        # In ascending order (an insertion sort in place: a few flows, C doubles when compiled; equal values are
+        # equal floats, so any correct sort gives the same sequence and the same level).
+        for k in range(1, m):
+            c = self.scratch[k]
             i = k
             while i > 0 and self.scratch[i - 1] > c:
                 self.scratch[i] = self.scratch[i - 1]
