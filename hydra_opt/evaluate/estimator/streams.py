@@ -270,26 +270,27 @@ class StreamModel:
     def station_wait_prob(self, lam: float) -> float:
         """Probability that a prompt waits at the prefill pool of the longest wait (:meth:`_station_wait_s`): its
         utilisation for one server (M/G/1), Erlang C for ``c`` (M/G/c), 1 when saturated."""
-        c, d = self._bottleneck(lam)
+        c, d, _ = self._bottleneck(lam)
         return _erlang_c(c, lam * d)
 
-    def _bottleneck(self, lam: float) -> tuple[float, float]:
-        """The pool ``(c, S)`` of the longest wait at ``lam`` (the first of equal ones)."""
-        best, top = (1.0, 0.0), -1.0
+    def _bottleneck(self, lam: float) -> tuple[float, float, float]:
+        """``(c, S, wait)`` of the pool with the longest wait at ``lam`` (:meth:`_pool_wait_s`; the first of equal
+        ones, as ``max`` picks)."""
+        best = None
         for c, d in self._pools():
             w = self._pool_wait_s(lam, c, d)
-            if w > top:
-                best, top = (c, d), w
+            if best is None or w > best[2]:
+                best = (c, d, w)
         return best
 
     def _station_wait_s(self, lam: float) -> float:
         """Queueing delay at the prefill stations in the finite run: the longest of the pools' waits
-        (:attr:`StreamInputs.pools`, :meth:`_pool_wait_s`).
+        (:attr:`StreamInputs.pools`, :meth:`_bottleneck`).
 
         A pool, not a tandem, under elastic scheduling: two 3,000-token prompts 0.1 s apart on three Llama-3-8B
         prefill chiplets both reach their first token at 2.057 s (a lone prompt's time) where static scheduling
         shares the chiplets and gives 3.73 and 3.76 s; on one chiplet both schedulers give 3.99 and 4.01 s."""
-        return max(self._pool_wait_s(lam, c, d) for c, d in self._pools())
+        return self._bottleneck(lam)[2]
 
     def _pool_wait_s(self, lam: float, c: float, d: float) -> float:
         """One pool's wait: the M/G/1 wait ``d·U·(1 + C²)/(2(1 − U))`` (``C²``: the prompt length's) — for ``c``
