@@ -281,3 +281,16 @@ def test_cli_values_run_or_give_one_line(option: str, value: str, tmp_path: Path
     assume(not _long_run(option, value))
     extra = [option, value] + (["--timeout", "20"] if option != "--timeout" else [])
     _run(tmp_path, (CORPUS / "valid.yaml").read_text(), *extra, capsys=capsys)
+
+
+def test_a_run_stopped_before_its_first_trial_writes_its_report(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """``--timeout 5e-164`` (found by the fuzzer above): the run stopped before any trial and the report's trials
+    frame had no columns (KeyError 'feasible' in the plots). Now exit 0 and an empty front."""
+    study = _write(tmp_path, (CORPUS / "valid.yaml").read_text())
+    db = tmp_path / "t.db"
+    code = main(["run", str(study), "--storage", f"sqlite:///{db}", "--study-name", "t0", "--quiet",
+                 "--timeout", "5e-164", "--n-trials", "1"])
+    _out, err = capsys.readouterr()
+    assert code == 0, err[-2000:]
+    assert "Traceback" not in err

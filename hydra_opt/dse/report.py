@@ -165,6 +165,9 @@ def trials_frame(study: optuna.Study):
                 rec[k] = d[k]
         rec["design_key"] = t.user_attrs.get("design_key")
         recs.append(rec)
+    if not recs:  # no trial yet (a run stopped before its first one): the columns, no rows
+        return pd.DataFrame(columns=["trial", "state", "promotion", "feasible", "infeasible", "outcome", "reason",
+                                     *(f"{w}_{m}" for m in metrics for w in ("est", "sim")), "design_key"])
     return pd.DataFrame.from_records(recs)
 
 
