@@ -565,3 +565,23 @@ def test_handoffs_of_a_hybrid_model_count_the_family_changes():
     spread = [len(kinds) + (i % (runs[f0] + 3)) if f == f0 else kinds.index(f) for i, f in enumerate(fams)]
     used = len({s for s, f in zip(spread, fams) if f == f0})
     assert _handoff_s(prep, spread, 256.0) == pytest.approx((changes + max(used - runs[f0], 0)) * half_io / 256e9)
+
+
+@pytest.mark.parametrize("batching", ["static", "continuous", "chunked"])
+def test_a_burst_of_simultaneous_arrivals_is_estimated(batching):
+    """Every request at t = 0 (a closed batch, or ``arrival_interval_s: 0``): the arrival rate was (n − 1)/0 = inf
+    and the stream model's run grid NaN (ValueError from the Poisson tail). A burst is now read as arriving over
+    1 µs: finite, positive TPOT for every batching policy."""
+    import math
+
+    import numpy as np
+
+    from hydra_opt.evaluate.estimator import estimate
+    from hydra_opt.system.design import DesignPoint
+    from hydra_opt.workload.models import load_model
+    from hydra_opt.workload.workload import Requests
+
+    design = DesignPoint.from_dict({"chiplets": {"tscs_d": 12, "tscs_p": 6}, "n_mem": 6, "d2d_bw_gbps": 256,
+                                    "max_batch": 4, "placement": "cp", "batching": batching, "scheduler": "elastic"})
+    est = estimate(design, load_model("llama-3-8b"), Requests(np.zeros(8), np.full(8, 3000), np.full(8, 400)))
+    assert math.isfinite(est.tpot_mean_s) and est.tpot_mean_s > 0

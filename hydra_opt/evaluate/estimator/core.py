@@ -33,6 +33,9 @@ from hydra_opt.evaluate.scenario import Scenario
 __all__ = ["Prepared", "prepare", "TypeTable", "type_table", "cycle_plan", "family_memory_groups",
            "memory_concurrency", "hbm_port_cap_gbps", "order_stats", "resolve"]
 
+#: Span a burst of simultaneous arrivals is read as, s (see ``prepare``).
+_BURST_S = 1e-6
+
 
 
 @dataclass(frozen=True)
@@ -194,11 +197,15 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, scn
     max_pos = getattr(model, "max_position", None)
     stats = cap.length_stats(pt_s, ot_s, ctx_cap_tok=float(max_pos) if max_pos else None)
     span = float(arr[-1] - arr[0]) if arr.size > 1 else 1.0
-    lam = (arr.size - 1) / span if span > 0 else float("inf")
+    # A burst (every request at one instant) is read as arriving over _BURST_S: its rate stays finite and a queue
+    # of n that starts empty waits (n − 1)/2 services on average, as the diffusion over that span gives.
+    lam = (arr.size - 1) / max(span, _BURST_S)
     h = float(horizon) if horizon else float("inf")
     a0 = float(arr[0]) if arr.size else 0.0
     arrived = arr[arr <= h]
     a1 = float(arrived[-1]) if arrived.size else a0
+    if arrived.size > 1 and a1 - a0 < _BURST_S:
+        a1 = a0 + _BURST_S
     if window is None and scn.window == "whole_run":
         # The simulator's whole-run throughput: every token over the served time (docs/metrics.md).
         window = (0.0, h if math.isfinite(h) else a1)
