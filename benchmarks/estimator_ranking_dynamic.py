@@ -66,6 +66,10 @@ POLICIES = {"continuous": {"batching": "continuous", "scheduler": "elastic"},
             "continuous-static": {"batching": "continuous", "scheduler": "static"},
             "chunked-static": {"batching": "chunked", "scheduler": "static"}}
 LOADS = (0.5, 0.9, 1.2)
+#: Simulator revisions that changed cached results, per task scheduler (part of every cache key, so a row is
+#: never scored against another simulator): ``|steal2`` — the elastic steal compares the task's finish on the
+#: thief with its wait on the victim (stop 29); rows without it ran the queue-length steal.
+SIM_REVISION = {"elastic": "|steal2"}
 #: What each load run records and the report compares.
 LOAD_METRICS = ("throughput_tok_s", "ttft_p90_s", "tpot_mean_s")
 #: objectives/capacity_slo.yaml's SLO (read from it); its capacity settings made cheaper (measured: a 30 s window
@@ -151,7 +155,8 @@ class Job:
     stream: object  # its CapacityStream (BASE_REQUESTS requests, seed 0, the window of the settings)
 
     def key(self, s: dict, what: str) -> str:
-        return f"{self.model_name}|{self.dataset}|{self.policy}|{design_key(self.design)}|{_tag(s)}|{what}"
+        rev = SIM_REVISION.get(self.design.scheduler, "")
+        return f"{self.model_name}|{self.dataset}|{self.policy}|{design_key(self.design)}|{_tag(s)}{rev}|{what}"
 
 
 def _capacity(s: dict):

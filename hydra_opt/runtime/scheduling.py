@@ -19,7 +19,8 @@ Policies:
   compatible chiplet (distance ignored).
 * ``elastic`` — keep Ω while the load spread among compatible chiplets is mild; otherwise send the task to the
   compatible chiplet minimising ``load + distance_weight · hops`` to the task's memory (queue length traded
-  against distance); idle chiplets pull waiting work from overloaded ones, nearest memory first. ``lend=True`` adds cross-phase lending: a chiplet of the same family built for the
+  against distance); idle chiplets pull waiting work from overloaded ones, nearest memory first, when the task
+  would finish sooner on the thief than where it waits (its data's route and sharing priced). ``lend=True`` adds cross-phase lending: a chiplet of the same family built for the
   other phase may take the task when it is clearly less loaded than every native one (its own speed for that
   phase is priced by the cost model).
 """
@@ -27,7 +28,7 @@ Policies:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,10 @@ class ChipletView:
         family_any: ``family -> chiplets that can run the family in some phase`` (lending candidates).
         load: Per chiplet: queued tasks + 1 if busy (maintained by the simulator).
         queues: Per chiplet: FIFO of waiting tasks (maintained by the simulator).
+        task_s: ``(task, chiplet, extra_flows) -> expected seconds`` of a task on a chiplet, its data sharing its
+            route with the flows there now plus ``extra_flows`` (set by the simulator; None: stealing ignores
+            what a move costs).
+        rest_s: ``chiplet -> expected seconds`` left of the task it runs (0 when idle; set with ``task_s``).
     """
 
     xy: list[tuple[int, int]]
@@ -69,6 +74,8 @@ class ChipletView:
     family_any: dict[str, list[int]]
     load: list[int] = field(default_factory=list)
     queues: list[deque] = field(default_factory=list)
+    task_s: Callable[[Any, int, int], float] | None = None
+    rest_s: Callable[[int], float] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.xy)
@@ -164,6 +171,10 @@ class ElasticScheduler(TaskScheduler):
         distance_weight: Under imbalance the task goes to the candidate minimising
             ``load + distance_weight · hops`` to the task's memory (queue length traded against distance: by
             default 4 hops weigh as much as one queued task); ties by load, then index.
+        cost_aware: An idle chiplet steals a task only if it would finish there sooner (its time with its data
+            sharing the thief's route, ``ChipletView.task_s``) than where it waits (the victim's running task's
+            rest, the tasks queued before it and its own time there): compute-bound prefill moves, a
+            bandwidth-bound decode whose weights stream no faster to the thief stays. False: queue length alone.
     """
 
     name = "elastic"
@@ -176,12 +187,14 @@ class ElasticScheduler(TaskScheduler):
         lend: bool = False,
         lend_margin: int = 2,
         distance_weight: float = 0.25,
+        cost_aware: bool = True,
     ) -> None:
         self.omega = dict(omega)
         self.spread = int(spread)
         self.lend = bool(lend)
         self.lend_margin = int(lend_margin)
         self.distance_weight = float(distance_weight)
+        self.cost_aware = bool(cost_aware)
 
     def _pool(self, family: str, phase: str, view: ChipletView) -> tuple[list[int], list[int]]:
         native = view.native[(family, phase)]
@@ -220,13 +233,16 @@ class ElasticScheduler(TaskScheduler):
         for victim, q in enumerate(view.queues):
             if victim == idle or len(q) < self.spread - 1 or view.load[victim] < self.spread:
                 continue
-            for task in reversed(q):  # newest first: it would wait longest where it is
+            for pos in range(len(q) - 1, -1, -1):  # newest first: it would wait longest where it is
+                task = q[pos]
                 key = (task.family, task.phase)
                 native = key in serves
                 if not native and not (self.lend and task.family in {f for f, _ in serves}):
                     continue
                 if not native and view.load[victim] < self.spread + self.lend_margin:
                     continue
+                if not self._gains(task, pos, idle, victim, view):
+                    break
                 score = (-view.load[victim], manhattan(xy, task.mem_xy), victim)
                 if best is None or score < best[0]:
                     best = (score, victim, task)
@@ -234,6 +250,20 @@ class ElasticScheduler(TaskScheduler):
         if best is None:
             return None
         return best[1], best[2]
+
+    def _gains(self, task: Any, pos: int, idle: int, victim: int, view: ChipletView) -> bool:
+        """Whether ``task``, at place ``pos`` of ``victim``'s queue, finishes sooner on ``idle`` than where it is.
+
+        Measured (docs/simulator.md *Task schedulers*): stealing by queue length alone moved bandwidth-bound decode
+        tasks onto chiplets whose weights stream over longer, shared routes (TPOT up to 2.7x static).
+        """
+        if not self.cost_aware or view.task_s is None or view.rest_s is None:
+            return True
+        q = view.queues[victim]
+        wait = view.rest_s(victim)
+        for i in range(pos):
+            wait += view.task_s(q[i], victim, 0)
+        return view.task_s(task, idle, 1) < wait + view.task_s(task, victim, 0)
 
 
 #: Scheduler names accepted by :func:`make_scheduler`.

@@ -60,7 +60,7 @@ cdef class Engine:
     cdef public long long el_spread, el_margin, el_over
     cdef public double el_w
     cdef public Py_ssize_t el_nk, victim
-    cdef public bint elastic, el_lend, el_bits
+    cdef public bint elastic, el_lend, el_bits, el_cost
     cdef public long long[::1] el_bit, el_qm, el_sm, el_fm
     cdef public double[::1] h_t
     cdef public long long[::1] h_s, h_e, ev_k, ev_v, ev_pos, ev_free
@@ -126,6 +126,14 @@ cdef class Engine:
                    native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t, wide=bint,
                    i=Py_ssize_t, want="long long")
     cpdef _el_steal(self, Py_ssize_t idle)
+    @cython.locals(nb=Py_ssize_t, tau=Py_ssize_t, oc=Py_ssize_t, osr=Py_ssize_t, om=Py_ssize_t, cs=cython.double,
+                   nbytes=cython.double, b=Py_ssize_t, x=cython.double, y=cython.double, prev=Py_ssize_t,
+                   res=tuple, lat=cython.double, share=cython.double, r=Py_ssize_t, n="long long")
+    cpdef double _t_est(self, _Part task, Py_ssize_t c, long long extra) except? -1
+    @cython.locals(run=_Part, x=cython.double)
+    cpdef double _rest_s(self, Py_ssize_t c) except? -1
+    @cython.locals(q=object, wait=cython.double, i=Py_ssize_t)
+    cdef bint _el_gain(self, _Part task, Py_ssize_t idle, Py_ssize_t victim, Py_ssize_t j) except -1
     @cython.locals(x=Py_ssize_t, n="long long")
     cdef inline void _el_queued(self, Py_ssize_t c, Py_ssize_t k, long long d) noexcept
     @cython.locals(was="long long", n=Py_ssize_t, i=Py_ssize_t, x=Py_ssize_t)

@@ -190,6 +190,9 @@ class Engine:
         self._init_coefficients(system, model)
         self._init_topology(system, model, options, scheduler)
         self._init_network(system, options)
+        # The elastic steal's cost (ElasticScheduler._gains) for a scheduler read through the view.
+        self.view.task_s = self._t_est
+        self.view.rest_s = self._rest_s
         self._init_memory(system, model, options)
 
         # --- batching -------------------------------------------------------------------------------------------
@@ -906,6 +909,7 @@ class Engine:
         self.el_margin = scheduler.lend_margin
         self.el_w = scheduler.distance_weight
         self.el_lend = scheduler.lend
+        self.el_cost = scheduler.cost_aware
         keys = sorted(view.native)
         kid = {k: i for i, k in enumerate(keys)}
         self.el_nk = len(keys)
@@ -1045,6 +1049,8 @@ class Engine:
                     continue
                 if not native and lv < spread + self.el_margin:
                     continue
+                if self.el_cost and not self._el_gain(task, idle, victim, j):
+                    break
                 d = self.el_dist[task.block * nc + idle]
                 # min of (-load, hops, victim) (the reference visits victims in ascending order; these in any)
                 if bv < 0 or lv > bl or (lv == bl and (d < bd or (d == bd and victim < bv))):
@@ -1055,6 +1061,56 @@ class Engine:
                 break
         self.victim = bv
         return best
+
+    def _t_est(self, task: _Part, c: int, extra: int) -> float:
+        """Expected seconds of ``task`` on chiplet ``c`` (the elastic steal's cost, docs/simulator.md *Task
+        schedulers*): what :meth:`_start_next` would charge — compute/SRAM roofline of its blocks plus the
+        hand-off — against its bytes at the share of its route's bottleneck resource with ``extra`` more flows
+        than it carries now (equal split: the share a new flow can count on), plus the route's latency."""
+        nb = self.nb
+        tau = self.ctype[c]
+        oc = 3 * tau * nb
+        osr = oc + nb
+        om = self.R_MEM * nb
+        hook = self.hooks.get(c) if self.hooks else None
+        cs = nbytes = 0.0
+        for b in range(task.block, task.end):
+            x = task.vals[oc + b] if hook is None else self._hook_time(hook, tau, task, b)
+            y = task.vals[osr + b]
+            cs += x if x > y else y
+            nbytes += task.vals[om + b]
+        prev = task.prev_chip
+        if prev >= 0 and prev != c:
+            cs += self.chip_lat[prev * self.nc + c] + 0.5 * task.vals[self.R_IO * nb + task.block] / self.link_bps
+        if nbytes <= 0.0:
+            return cs
+        res, lat = self.bc_path[task.block][c]
+        share = _INF
+        for r in res:
+            n = extra + (self.flows.rcnt[r] if self.flows is not None else 0)
+            x = self.caps[r] / n if n > 1 else self.caps[r]
+            if x < share:
+                share = x
+        x = nbytes / share
+        return (cs if cs > x else x) + lat
+
+    def _rest_s(self, c: int) -> float:
+        """Expected seconds left of the task running on chiplet ``c`` (0 when idle or overdue)."""
+        run = self.run_task[c]
+        if run is None:
+            return 0.0
+        x = run.start + self._t_est(run, c, 0) - self.now
+        return x if x > 0.0 else 0.0
+
+    def _el_gain(self, task: _Part, idle: int, victim: int, j: int) -> bool:
+        """:meth:`ElasticScheduler._gains`: whether ``task`` (at place ``j`` of ``victim``'s queue) would finish
+        sooner on ``idle`` — its time there with its flow added to the route's — than after the victim's running
+        task and the ``j`` tasks queued before it, plus its own time on the victim."""
+        q = self.queues[victim]
+        wait = self._rest_s(victim)
+        for i in range(j):
+            wait += self._t_est(q[i], victim, 0)
+        return self._t_est(task, idle, 1) < wait + self._t_est(task, victim, 0)
 
     def _el_queued(self, c: int, k: int, d: int) -> None:
         """``el_qk[c, k] += d`` (d is +1 or -1), keeping key ``k``'s bit of ``el_qm[c]``."""
