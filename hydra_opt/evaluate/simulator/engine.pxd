@@ -61,6 +61,10 @@ cdef class Engine:
     cdef public double el_w
     cdef public Py_ssize_t el_nk, victim
     cdef public bint elastic, el_lend, el_bits, el_cost
+    cdef public long long[::1] el_rej, bc_rs, bc_r0
+    cdef public double[::1] bc_lat, cap_d
+    cdef public long long el_stamp
+    cdef public Py_ssize_t el_j
     cdef public long long[::1] el_bit, el_qm, el_sm, el_fm
     cdef public double[::1] h_t
     cdef public long long[::1] h_s, h_e, ev_k, ev_v, ev_pos, ev_free
@@ -121,18 +125,20 @@ cdef class Engine:
                    n0=Py_ssize_t, n1=Py_ssize_t, l0=Py_ssize_t, l1=Py_ssize_t, j=Py_ssize_t,
                    lmin="long long", m="long long", c=Py_ssize_t, lend_ok=bint, best=Py_ssize_t, alt=Py_ssize_t)
     cpdef Py_ssize_t _el_choose(self, _Part task)
+    @cython.locals(stamp="long long", task=_Part)
+    cpdef _el_steal(self, Py_ssize_t idle)
     @cython.locals(spread="long long", nk=Py_ssize_t, nc=Py_ssize_t, queues=list, lend=bint, bv=Py_ssize_t,
                    bl="long long", bd="long long", victim=Py_ssize_t, lv="long long", task=_Part, k=Py_ssize_t,
                    native=bint, d="long long", n=Py_ssize_t, j=Py_ssize_t, wide=bint,
-                   i=Py_ssize_t, want="long long")
-    cpdef _el_steal(self, Py_ssize_t idle)
+                   i=Py_ssize_t, want="long long", bj=Py_ssize_t)
+    cdef _el_scan(self, Py_ssize_t idle, long long stamp)
     @cython.locals(nb=Py_ssize_t, tau=Py_ssize_t, oc=Py_ssize_t, osr=Py_ssize_t, om=Py_ssize_t, cs=cython.double,
                    nbytes=cython.double, b=Py_ssize_t, x=cython.double, y=cython.double, prev=Py_ssize_t,
-                   res=tuple, lat=cython.double, share=cython.double, r=Py_ssize_t, n="long long")
+                   i=Py_ssize_t, k=Py_ssize_t, share=cython.double, r=Py_ssize_t, n="long long")
     cpdef double _t_est(self, _Part task, Py_ssize_t c, long long extra) except? -1
     @cython.locals(run=_Part, x=cython.double)
     cpdef double _rest_s(self, Py_ssize_t c) except? -1
-    @cython.locals(q=object, wait=cython.double, i=Py_ssize_t)
+    @cython.locals(q=object, wait=cython.double, i=Py_ssize_t, t_idle=cython.double, t_v=cython.double)
     cdef bint _el_gain(self, _Part task, Py_ssize_t idle, Py_ssize_t victim, Py_ssize_t j) except -1
     @cython.locals(x=Py_ssize_t, n="long long")
     cdef inline void _el_queued(self, Py_ssize_t c, Py_ssize_t k, long long d) noexcept

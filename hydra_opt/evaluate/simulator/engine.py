@@ -949,6 +949,11 @@ class Engine:
         self.el_sm = array("q", [sum([1 << k for k in range(nbit) if self.el_serves[c * nbit + k]]) for c in range(nc)])
         self.el_fm = array("q", [sum([1 << k for k in range(nbit) if self.el_famok[c * nbit + k]]) for c in range(nc)])
         self.el_qn = array("q", [0]) * nc  # and per chiplet (its queue's length, a C read)
+        # Victims set aside by the cost check of the current steal (el_rej[c] == el_stamp); el_j: the scanned task's
+        # place in its victim's queue.
+        self.el_rej = array("q", [0]) * nc
+        self.el_stamp = 0
+        self.el_j = 0
 
     def _el_min(self, lo: int, hi: int, blk: int) -> int:
         """The candidate in ``el_cand[lo:hi]`` minimising ``(load + distance_weight · hops to the block's memory, load,
@@ -998,7 +1003,27 @@ class Engine:
         return best
 
     def _el_steal(self, idle: int):
-        """:meth:`ElasticScheduler.steal`: the task to move to ``idle`` (its chiplet in ``self.victim``) or None."""
+        """:meth:`ElasticScheduler.steal`: the task to move to ``idle`` (its chiplet in ``self.victim``) or None.
+
+        The best victim by queue length (:meth:`_el_scan`), then the cost check on its task alone
+        (:meth:`_el_gain`); a victim whose task would not finish sooner on ``idle`` is set aside and the scan
+        repeated — the reference's filter-then-choose, with one cost check per steal instead of one per victim."""
+        if self.el_over == 0:  # no chiplet holds `spread` tasks: none can be a victim (the scan would find none)
+            self.victim = -1
+            return None
+        if not self.el_cost:
+            return self._el_scan(idle, 0)
+        self.el_stamp += 1
+        stamp = self.el_stamp
+        while True:
+            task = self._el_scan(idle, stamp)
+            if task is None or self._el_gain(task, idle, self.victim, self.el_j):
+                return task
+            self.el_rej[self.victim] = stamp  # set aside for this steal
+
+    def _el_scan(self, idle: int, stamp: int):
+        """The best victim's newest task ``idle`` may take (victims marked ``stamp`` in ``el_rej`` skipped): the task,
+        its chiplet in ``self.victim`` and its place in that queue in ``self.el_j``; or None."""
         spread = self.el_spread
         nk = self.el_nk
         nc = self.nc
@@ -1006,14 +1031,12 @@ class Engine:
         lend = self.el_lend
         best = None
         bv = -1
-        if self.el_over == 0:  # no chiplet holds `spread` tasks: none can be a victim (the scan below finds none)
-            self.victim = bv
-            return best
+        bj = 0
         bl = 0
         bd = 0
         for i in range(self.el_over):  # only chiplets holding `spread` tasks can be victims
             victim = self.el_ov[i]
-            if victim == idle:
+            if victim == idle or (stamp and self.el_rej[victim] == stamp):
                 continue
             lv = self.load[victim]
             if bv >= 0 and lv < bl:
@@ -1049,17 +1072,17 @@ class Engine:
                     continue
                 if not native and lv < spread + self.el_margin:
                     continue
-                if self.el_cost and not self._el_gain(task, idle, victim, j):
-                    break
                 d = self.el_dist[task.block * nc + idle]
                 # min of (-load, hops, victim) (the reference visits victims in ascending order; these in any)
                 if bv < 0 or lv > bl or (lv == bl and (d < bd or (d == bd and victim < bv))):
                     best = task
                     bv = victim
+                    bj = j
                     bl = lv
                     bd = d
                 break
         self.victim = bv
+        self.el_j = bj
         return best
 
     def _t_est(self, task: _Part, c: int, extra: int) -> float:
@@ -1084,15 +1107,16 @@ class Engine:
             cs += self.chip_lat[prev * self.nc + c] + 0.5 * task.vals[self.R_IO * nb + task.block] / self.link_bps
         if nbytes <= 0.0:
             return cs
-        res, lat = self.bc_path[task.block][c]
+        i = task.block * self.nc + c
         share = _INF
-        for r in res:
+        for k in range(self.bc_r0[i], self.bc_r0[i + 1]):  # the route's resources (flat, bc_path's order)
+            r = self.bc_rs[k]
             n = extra + (self.flows.rcnt[r] if self.flows is not None else 0)
-            x = self.caps[r] / n if n > 1 else self.caps[r]
+            x = self.cap_d[r] / n if n > 1 else self.cap_d[r]
             if x < share:
                 share = x
         x = nbytes / share
-        return (cs if cs > x else x) + lat
+        return (cs if cs > x else x) + self.bc_lat[i]
 
     def _rest_s(self, c: int) -> float:
         """Expected seconds left of the task running on chiplet ``c`` (0 when idle or overdue)."""
@@ -1106,11 +1130,15 @@ class Engine:
         """:meth:`ElasticScheduler._gains`: whether ``task`` (at place ``j`` of ``victim``'s queue) would finish
         sooner on ``idle`` — its time there with its flow added to the route's — than after the victim's running
         task and the ``j`` tasks queued before it, plus its own time on the victim."""
+        t_idle = self._t_est(task, idle, 1)
+        t_v = self._t_est(task, victim, 0)
+        if t_idle < t_v:
+            return True  # whatever it waits there (wait >= 0, and + t_v rounds monotonically): no need to sum it
         q = self.queues[victim]
         wait = self._rest_s(victim)
         for i in range(j):
             wait += self._t_est(q[i], victim, 0)
-        return self._t_est(task, idle, 1) < wait + self._t_est(task, victim, 0)
+        return t_idle < wait + t_v
 
     def _el_queued(self, c: int, k: int, d: int) -> None:
         """``el_qk[c, k] += d`` (d is +1 or -1), keeping key ``k``'s bit of ``el_qm[c]``."""
@@ -1506,6 +1534,18 @@ class Engine:
               self.hopm[self.block_node[b]][self.chip_node[c]] * self.hop_s) for c in range(self.nc)]
             for b in range(nb)
         ]
+        # The same flat, for the elastic steal's cost (_t_est): (block, chiplet) i's route resources at
+        # bc_rs[bc_r0[i]:bc_r0[i + 1]], its latency at bc_lat[i]; capacities as C doubles.
+        rs, r0, lats = [], [], []
+        for b in range(nb):
+            for c in range(self.nc):
+                res, lat = self.bc_path[b][c]
+                r0.append(len(rs))
+                rs += res
+                lats.append(lat)
+        r0.append(len(rs))
+        self.bc_rs, self.bc_r0, self.bc_lat = array("q", rs), array("q", r0), array("d", lats)
+        self.cap_d = array("d", caps)
         # Hand-off latency from chiplet a to c at a * nc + c (C doubles when compiled: no float boxed per hand-off).
         self.chip_lat = array("d", [self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s
                                     for a in range(self.nc) for c in range(self.nc)])
