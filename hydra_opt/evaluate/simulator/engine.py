@@ -1292,8 +1292,7 @@ class Engine:
                               cap_gbps=cap / 1e9 if cap < _INF else None)
             self._net_changed = True
         else:  # no contention: the lone-flow time on its bottleneck resource
-            caps = self.caps
-            t_mem = nbytes / min([caps[r] for r in res])
+            t_mem = nbytes / min([self.cap_d[r] for r in res])
             self._account(task)
             task.cs_open = True
             task.flow_open = False
@@ -1522,7 +1521,7 @@ class Engine:
             from hydra_opt.evaluate.simulator.flows import EqualShareFlows
 
             self.flows = EqualShareFlows(caps, mesh.n_links, waterfill=self.sharing == "fair")
-        self.caps = caps
+        self.cap_d = array("d", caps)  # every resource's capacity, bytes/s (C doubles when compiled)
         # Resources crossed by the flow from each block's memory to each chiplet: XY route links + memory port.
         self.res_path: dict[tuple[int, int], tuple[int, ...]] = {}
         for src in set(system.mem_node):
@@ -1535,7 +1534,7 @@ class Engine:
             for b in range(nb)
         ]
         # The same flat, for the elastic steal's cost (_t_est): (block, chiplet) i's route resources at
-        # bc_rs[bc_r0[i]:bc_r0[i + 1]], its latency at bc_lat[i]; capacities as C doubles.
+        # bc_rs[bc_r0[i]:bc_r0[i + 1]], its latency at bc_lat[i].
         rs, r0, lats = [], [], []
         for b in range(nb):
             for c in range(self.nc):
@@ -1545,7 +1544,6 @@ class Engine:
                 lats.append(lat)
         r0.append(len(rs))
         self.bc_rs, self.bc_r0, self.bc_lat = array("q", rs), array("q", r0), array("d", lats)
-        self.cap_d = array("d", caps)
         # Hand-off latency from chiplet a to c at a * nc + c (C doubles when compiled: no float boxed per hand-off).
         self.chip_lat = array("d", [self.hopm[self.chip_node[a]][self.chip_node[c]] * self.hop_s
                                     for a in range(self.nc) for c in range(self.nc)])
