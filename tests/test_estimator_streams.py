@@ -173,7 +173,7 @@ def test_decode_curves_deterministic_pipeline_with_memory_queues():
     from hydra_opt.evaluate.estimator import single
 
     ld = {"dec_ref": [0.004, 0.004, 0.004, 0.0], "dec1": [0.002, 0.002, 0.002, 0.0]}
-    none = SimpleNamespace(mem_net=((), ()), static_sched=False)
+    none = SimpleNamespace(mem_net=((), ()), mem_map=(), static_sched=False)
     xb, x1 = single._decode_curves(none, ld, 8)
     assert xb[0] == pytest.approx(1 / 0.012) and x1[0] == pytest.approx(1 / 0.006)  # a lone pass: Σ D
     assert all(x <= 1 / 0.004 + 1e-9 for x in xb)  # never past the slowest station
@@ -182,7 +182,7 @@ def test_decode_curves_deterministic_pipeline_with_memory_queues():
     exact = single._mva([ld["dec_ref"]] * 3, 8, (0, 0))[0][0]
     assert all(d >= e - 1e-12 for d, e in zip(xb, exact)) and xb[3] > exact[3]
     # A contended memory only slows passes down, and not a lone one.
-    mem = SimpleNamespace(mem_net=((0.003, 0.003), (0.001, 0.001)), static_sched=False)
+    mem = SimpleNamespace(mem_net=((0.003, 0.003), (0.001, 0.001)), mem_map=(), static_sched=False)
     mb, m1 = single._decode_curves(mem, ld, 8)
     assert mb[0] == pytest.approx(xb[0])
     assert all(m <= x + 1e-12 for m, x in zip(mb, xb)) and mb[-1] < xb[-1]
@@ -190,11 +190,35 @@ def test_decode_curves_deterministic_pipeline_with_memory_queues():
     # Static scheduling: the memories only bound the rate — the chiplets' curve, capped by the slowest memory;
     # elastic scheduling keeps the memory queues.
     slow = ((0.005, 0.003), (0.001, 0.001))
-    sb, s1 = single._decode_curves(SimpleNamespace(mem_net=slow, static_sched=True), ld, 8)
+    sb, s1 = single._decode_curves(SimpleNamespace(mem_net=slow, mem_map=(), static_sched=True), ld, 8)
     assert sb == pytest.approx([min(x, 1 / 0.005) for x in xb]) and s1 == pytest.approx(x1)
     assert sb[-1] == pytest.approx(1 / 0.005)
-    qb, _ = single._decode_curves(SimpleNamespace(mem_net=slow, static_sched=False), ld, 8)
+    qb, _ = single._decode_curves(SimpleNamespace(mem_net=slow, mem_map=(), static_sched=False), ld, 8)
     assert qb[0] == pytest.approx(xb[0]) and all(q < s - 1e-9 for q, s in zip(qb[1:], sb[1:]))
+
+
+def test_decode_curves_queue_only_at_memories_slower_than_their_readers():
+    """A memory read by one chiplet whose demand is at least the memory's adds no queue (that chiplet's queue
+    already orders its streams); a memory slower than every chiplet reading it, shared by several, does."""
+    from types import SimpleNamespace
+
+    from hydra_opt.evaluate.estimator import single
+
+    ld = {"dec_ref": [0.004, 0.004, 0.004], "dec1": [0.002, 0.002, 0.002], "own_d": [0, 1, 2]}
+    free = single._decode_curves(SimpleNamespace(mem_net=((), ()), mem_map=(), static_sched=False), ld, 8)
+    # Memory j holds block j (read by chiplet j only), each at the reader's demand or below: no queues at all.
+    own = SimpleNamespace(mem_net=((0.004, 0.003, 0.002), (0.002, 0.001, 0.001)), mem_map=(0, 1, 2),
+                          static_sched=False)
+    assert single._decode_curves(own, ld, 8) == free
+    # One memory holds every block and is slower than each reader: it queues, as without the map.
+    shared = ((0.006,), (0.003,))
+    mapped = single._decode_curves(SimpleNamespace(mem_net=shared, mem_map=(0, 0, 0), static_sched=False), ld, 8)
+    unmapped = single._decode_curves(SimpleNamespace(mem_net=shared, mem_map=(), static_sched=False), ld, 8)
+    assert mapped == unmapped and mapped[0][-1] < free[0][-1] - 1e-9
+    # Memory 0 (read by chiplets 0 and 1, slower than both) queues; memory 1 (chiplet 2's, no slower) does not.
+    part = SimpleNamespace(mem_net=((0.006, 0.004), (0.003, 0.002)), mem_map=(0, 0, 1), static_sched=False)
+    only0 = SimpleNamespace(mem_net=((0.006, 0.0), (0.003, 0.0)), mem_map=(), static_sched=False)
+    assert single._decode_curves(part, ld, 8) == single._decode_curves(only0, ld, 8)
 
 
 def test_run_grid_resolves_the_arrivals_when_the_drain_is_long():
