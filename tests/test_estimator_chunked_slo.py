@@ -104,7 +104,7 @@ def test_estimated_capacity_attains_at_its_rate_and_not_above(pair):
                            capacity=CapacitySettings(requests=1000, window_s=30.0))
     assert c.converged and c.capacity_req_s > 0
     lo, hi = c.bracket_req_s
-    assert hi / lo - 1 <= 0.02
+    assert hi / lo - 1 <= 0.02 * (1 + 1e-9)  # neighbours on the search's rate lattice
     att = dict(c.runs)
     assert att[lo] >= 0.9 and att[hi] < 0.9
 

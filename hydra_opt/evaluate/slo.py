@@ -354,9 +354,19 @@ def capacity_search(
     multiplies by ``factor**k`` (cumulative ``factor**(k(k+1)/2)``), so a small factor still reaches a start that
     is far off within the budget (1.25: ×9.3 in 4 steps, ×28 in 5, where fixed steps reach ×3.1) — a close start
     brackets exactly as without it.
+
+    Every rate tried lies on the lattice ``(1 + tolerance)**k`` req/s (``k`` integer; the evaluable ceiling
+    excepted), and the bisection stops when no lattice rate is left inside the bracket: where attainment falls with
+    the rate, the capacity is then the largest attained lattice rate whatever the start, so a search started at the
+    estimator's capacity (a study's promotion) and one started at the workload's rate (``simulate --capacity``)
+    report the same number. With plain geometric midpoints the two differed within the tolerance on 33 of 96
+    designs of the capacity study.
     """
     if not (start_req_s > 0 and math.isfinite(start_req_s)):
         raise ValueError(f"start_req_s must be a positive finite rate, got {start_req_s!r}")
+    if not (tolerance > 0 and math.isfinite(tolerance)):
+        raise ValueError(f"tolerance must be a positive finite fraction, got {tolerance!r}")
+    lg = math.log1p(tolerance)
     runs: list[tuple[float, float]] = []
     seen: dict[float, bool] = {}
     ceiling = [math.inf]
@@ -376,15 +386,15 @@ def capacity_search(
     def budget() -> bool:
         return len(runs) < max_runs
 
-    start = clip(start_req_s)
+    start = clip(_on_lattice(start_req_s, 1.0, lg))
     lo, hi = 0.0, math.inf
     if ok(start):
         lo = start
     else:
-        lo, hi = _below_start(ok, budget, clip, start, factor, max_steps, band, accelerate)
+        lo, hi = _below_start(ok, budget, clip, start, factor, max_steps, band, accelerate, lg)
     if lo > 0 and math.isinf(hi):  # attained: raise the rate until it is not
         for k in range(1, max_steps + 1):
-            r = clip(lo * factor ** (k if accelerate else 1))
+            r = clip(_on_lattice(lo, factor ** (k if accelerate else 1), lg))
             if not budget() or r <= lo:
                 break
             if ok(r):
@@ -392,8 +402,10 @@ def capacity_search(
             else:
                 hi = r
                 break
-    while lo > 0 and math.isfinite(hi) and hi / lo - 1.0 > tolerance and budget():
-        mid = math.sqrt(lo * hi)
+    while lo > 0 and math.isfinite(hi) and budget():
+        mid = _lattice_mid(lo, hi, lg)
+        if mid is None:
+            break
         if ok(mid):
             lo = mid
         else:
@@ -401,9 +413,30 @@ def capacity_search(
     return _result(lo, hi, runs, tolerance, ceiling[0], max_runs)
 
 
+def _on_lattice(rate: float, step: float, lg: float) -> float:
+    """The lattice rate ``exp(k·lg)`` nearest ``rate·step``, at least one lattice step away from ``rate``'s own
+    lattice point in the step's direction (``step`` 1: ``rate`` snapped)."""
+    k0 = round(math.log(rate) / lg)
+    k = round(math.log(rate * step) / lg)
+    if step > 1.0:
+        k = max(k, k0 + 1)
+    elif step < 1.0:
+        k = min(k, k0 - 1)
+    return math.exp(k * lg)
+
+
+def _lattice_mid(lo: float, hi: float, lg: float) -> float | None:
+    """The lattice rate strictly inside ``(lo, hi)`` nearest their geometric mean, or None when there is none."""
+    a = math.floor(math.log(lo) / lg + 1e-9) + 1
+    b = math.ceil(math.log(hi) / lg - 1e-9) - 1
+    if a > b:
+        return None
+    return math.exp(min(max(round((math.log(lo) + math.log(hi)) / (2.0 * lg)), a), b) * lg)
+
+
 def _below_start(ok: Callable[[float], bool], budget: Callable[[], bool], clip: Callable[[float], float],
                  start: float, factor: float, max_steps: int, band: bool,
-                 accelerate: bool = False) -> tuple[float, float]:
+                 accelerate: bool = False, lg: float = math.log1p(0.02)) -> tuple[float, float]:
     """Not attained at the start: overload (lower rates help) or, with static batching (``band``), batch formation
     (higher rates help). Try both sides alternately, nearest first, until a rate is attained → ``(lo, hi)``
     (``accelerate``: the k-th step reaches ``factor**(k(k+1)/2)`` from the start, else ``factor**k``)."""
@@ -412,13 +445,13 @@ def _below_start(ok: Callable[[float], bool], budget: Callable[[], bool], clip: 
         if not budget():
             break
         e, e_prev = (k * (k + 1) // 2, k * (k - 1) // 2) if accelerate else (k, k - 1)
-        down = start / factor**e
+        down = _on_lattice(start, 1.0 / factor**e, lg)
         tried.append(down)
         if ok(down):
-            return down, start / factor**e_prev
+            return down, (start if e_prev == 0 else _on_lattice(start, 1.0 / factor**e_prev, lg))
         if not band or not budget():
             continue
-        up = clip(start * factor**e)
+        up = clip(_on_lattice(start, factor**e, lg))
         if up in tried:
             continue
         tried.append(up)
@@ -429,7 +462,7 @@ def _below_start(ok: Callable[[float], bool], budget: Callable[[], bool], clip: 
 
 def _result(lo: float, hi: float, runs: list, tolerance: float, ceiling: float, max_runs: int) -> CapacityResult:
     """The :class:`CapacityResult` of a finished search, with its status and note."""
-    converged = lo > 0 and math.isfinite(hi) and hi / lo - 1.0 <= tolerance
+    converged = lo > 0 and math.isfinite(hi) and hi / lo - 1.0 <= tolerance * (1.0 + 1e-9)  # lattice neighbours
     if converged:
         status, note = "converged", ""
     elif lo > 0 and math.isinf(hi):
