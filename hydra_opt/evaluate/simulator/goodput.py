@@ -76,7 +76,8 @@ def simulated_capacity(
     The search is :func:`hydra_opt.evaluate.slo.capacity_search` from ``start_req_s`` (e.g. the estimator's
     capacity; steps of 1.25, 1.25², 1.25³… away from it, so a close estimate brackets tightly and one 10× off is
     still reached within 5 runs) or else the workload's own rate (steps of 2); under continuous and chunked
-    batching it only descends from a miss.
+    batching it only descends from a miss. Starts and steps are rounded to the search's coarse grid, so both
+    starts report the same converged capacity where attainment falls with the rate on that grid.
     """
     from hydra_opt.evaluate.simulator.driver import simulate_design
 
