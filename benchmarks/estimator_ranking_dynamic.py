@@ -19,6 +19,12 @@ one JSON object per line keyed by design + workload + policy + settings + rate),
 (``--shard i/k``), limited (``--limit`` designs per workload × policy, ``--budget-s`` wall seconds) and resumed.
 ``--estimate-only`` re-scores the current estimator against the cache without simulating.
 
+The keys carry the simulator's revision, not the capacity search's: a cached simulated capacity was searched by
+the ``capacity_search`` of its day (geometric midpoints until de69439, lattice midpoints until c903e57, the
+coarse grid since), while the estimator's capacity is always searched anew. Where attainment falls with the rate
+the three agree within the 5 % tolerance; near a noisy threshold they can differ by more
+(``benchmarks/results/capacity_start_invariance*.md``).
+
 Usage::
 
     nice -n 5 python benchmarks/estimator_ranking_dynamic.py --limit 15 --budget-s 4200   # simulate + score
