@@ -227,3 +227,19 @@ def test_cli_refuses_a_bad_capacity_flag_with_one_line():
                           "llama-3-8b", "--workload", str(CHAT32), "--capacity", "--capacity-requests", "1"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 2 and "--capacity-requests" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_printed_bracket_keeps_its_two_ends_apart_at_any_tolerance():
+    from hydra_opt.cli.simulate_cmd import _slo_lines
+
+    def line(lo: float, hi: float, tol: float) -> str:
+        extra = {"slo": {"ttft_s": 5.0, "tpot_s": 0.05, "attainment": 0.9}, "slo_attainment": 1.0,
+                 "goodput_tok_s": 1.0, "capacity_req_s": lo, "capacity_bracket_req_s": [lo, hi],
+                 "capacity_runs": [{}] * 22, "capacity_lower_bound": False, "capacity_tolerance": tol,
+                 "capacity_note": "", "capacity_status": "converged"}
+        return _slo_lines(extra).splitlines()[1]
+
+    assert "bracket 10.77-10.98 req/s" in line(10.77, 10.98, 0.02)  # the default's 4 digits
+    lo = 12.4558172
+    ends = line(lo, lo * (1 + 1e-6), 1e-6).split("bracket ")[1].split(" req/s")[0].split("-")
+    assert ends[0] != ends[1]

@@ -191,8 +191,11 @@ def _slo_lines(extra: dict) -> str:
     if "capacity_req_s" in extra:
         b = extra["capacity_bracket_req_s"]
         bound = ">= " if extra["capacity_lower_bound"] else ""
-        lines.append(f"SLO capacity      {bound}{extra['capacity_req_s']:.4g} req/s  ({len(extra['capacity_runs'])} runs, "
-                     f"bracket {b[0]:.4g}-{b[1] if b[1] is not None else float('inf'):.4g} req/s)")
+        # Enough digits that the bracket's two ends differ at any tolerance (4 down to 1e-2; 8 at 1e-6).
+        g = f".{max(4, 2 + math.ceil(-math.log10(extra['capacity_tolerance'])))}g"
+        hi = b[1] if b[1] is not None else float("inf")
+        lines.append(f"SLO capacity      {bound}{extra['capacity_req_s']:{g}} req/s  ({len(extra['capacity_runs'])} runs, "
+                     f"bracket {b[0]:{g}}-{hi:{g}} req/s)")
         if extra["capacity_note"]:
             lines.append(f"                  {extra['capacity_status'].upper().replace('_', ' ')}: {extra['capacity_note']}")
     return "\n".join(lines)
