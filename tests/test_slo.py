@@ -181,3 +181,18 @@ def test_slo_from_yaml_node_and_its_errors():
         slo_from_node(Node({"attainment": 1.5}, file="f.yaml", key="slo"))
     with pytest.raises(ConfigError, match=r"slo\.ttft: is not a known key"):
         slo_from_node(Node({"ttft": 1}, file="f.yaml", key="slo"))
+
+
+@pytest.mark.parametrize("start", [8.0, 1.0, 40.0])
+def test_a_band_narrower_than_a_step_is_found_between_the_best_attainment_and_its_neighbours(start):
+    # Static batching on the quickstart's 12 + 2 chiplet B16 design (estimated): attainment climbs as batches form
+    # faster (0.57 at 1.5 req/s, 0.86 at 3.2) and is lost to overload above 5.5; attained only on [3.9, 5.5], narrower
+    # than the search's steps of ~x2.2, which went on to 0.006 and 7,922 req/s and found no capacity.
+    def attained(r: float) -> float:
+        return 0.0 if r > 5.5 else max(0.0, 0.96 - 0.35 * abs(math.log(r / 5.0)))
+
+    res = capacity_search(attained, start, 0.9, tolerance=0.05, max_runs=30)
+    assert res.converged and 5.5 / 1.05 <= res.capacity_req_s <= 5.5
+    assert len(res.runs) <= 12
+    # On no-band searches (continuous/chunked) a miss still only descends.
+    assert capacity_search(attained, 8.0, 0.9, tolerance=0.05, max_runs=30, band=False).capacity_req_s <= 5.5
