@@ -496,6 +496,22 @@ def _decode_curves(di: _Design, ld: dict, m_max: int) -> tuple[list[float], list
     return out[0], out[1]
 
 
+def _replayed(prep: core.Prepared) -> float:
+    """Requests the run replays (inf: an open stream)."""
+    return float(prep.trace[0].size) if prep.trace is not None else math.inf
+
+
+def _overlap(r: float, n_b: float) -> float:
+    """Batches a static batch decodes beside (itself included), on average, when ``n_b`` batches form evenly over
+    the run and each lives ``r`` formation gaps: Little's ``r`` for a long run, fewer when the run is not much
+    longer than a life — batches then lack neighbours on one side — and at most ``n_b``. The mean over batches of
+    the overlap ``(1 − |t_j − t_k|/L)⁺`` summed over ``k``: ``r·(1 − r/(3·n_b))`` for ``n_b ≥ r``, else
+    ``n_b·(1 − n_b/(3·r))``."""
+    if not (n_b < math.inf) or r <= 0.0:
+        return r
+    return r * (1.0 - r / (3.0 * n_b)) if n_b >= r else n_b * (1.0 - n_b / (3.0 * r))
+
+
 def _static_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
     """Static batching: the fluid batch sequence, prefill-stage queueing and the batch occupancy chain."""
     ex, ld, m, x, taus = ctx["ex"], ctx["ld"], ctx["m"], ctx["x"], ctx["taus"]
@@ -508,11 +524,12 @@ def _static_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
     pre_sum = _pw(pre_ref)
     pre_max = max(pre_ref) if ld["ns"] else 0.0
     e_l1 = _interp1(l1, ex["gk"], ex["ge"])
+    n_b = _replayed(prep) / _mx(bsz, 1.0)  # static batches the replayed requests form
     conc = m
     for _ in range(4):
         tau0, tau1 = taus(conc)
         life = pre_sum + tau0 * l1 + tau1 * bsz * e_l1
-        conc = _mn(_mx(lam / _mx(bsz, 1.0) * life, 1.0), m)
+        conc = _mn(_mx(_overlap(lam / _mx(bsz, 1.0) * life, n_b), 1.0), m)
     tau0, tau1 = taus(conc)
     a_mean = bsz * e_l1 / _mx(l1, 1e-9)
     tpot = tau0 + tau1 * a_mean
