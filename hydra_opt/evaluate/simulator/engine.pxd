@@ -91,6 +91,8 @@ cdef class Engine:
     cdef public bint chunked
     cdef public bint arrivals_done
     cdef public bint _net_changed
+    cdef public long long[::1] ctype_q
+    cdef public bint hooked
 
     @cython.locals(horizon=cython.double)
     cpdef run(self)

@@ -1091,11 +1091,11 @@ class Engine:
         hand-off — against its bytes at the share of its route's bottleneck resource with ``extra`` more flows
         than it carries now (equal split: the share a new flow can count on), plus the route's latency."""
         nb = self.nb
-        tau = self.ctype[c]
+        tau = self.ctype_q[c]
         oc = 3 * tau * nb
         osr = oc + nb
         om = self.R_MEM * nb
-        hook = self.hooks.get(c) if self.hooks else None
+        hook = self.hooks.get(c) if self.hooked else None
         cs = nbytes = 0.0
         for b in range(task.block, task.end):
             x = task.vals[oc + b] if hook is None else self._hook_time(hook, tau, task, b)
@@ -1236,8 +1236,8 @@ class Engine:
         task.start = now
         blk = task.block
         end = task.end
-        tau = self.ctype[c]
-        hook = self.hooks.get(c) if self.hooks else None
+        tau = self.ctype_q[c]
+        hook = self.hooks.get(c) if self.hooked else None
         nb = self.nb
         oc = 3 * tau * nb  # offsets of this chiplet type's compute, SRAM and energy rows in the flat vals
         osr = oc + nb
@@ -1438,6 +1438,7 @@ class Engine:
             if c not in types:
                 types.append(c)
             self.ctype.append(types.index(c))
+        self.ctype_q = array("q", self.ctype)  # the same as C integers (task starts, the steal's cost)
         self.T = len(types)
         rows = []
         mem_k, io_k = mem_coefficients(model.coeffs)
@@ -1476,6 +1477,7 @@ class Engine:
             om = scheduler.omega
             self.static_map = {p: [om[(p, b)] for b in range(nb)] for p in ("prefill", "decode")}
         self.hooks = dict(system.compute_hooks)
+        self.hooked = len(self.hooks) > 0  # (a C flag: the per-task paths test it, not the dict)
         # Block fusion: per phase, the block after the end of the run of blocks starting at each block that Ω puts
         # on one chiplet (without its own compute model) with weights on one memory node and of one family.
         self.seg_end = {p: list(range(1, nb + 1)) for p in ("prefill", "decode")}
