@@ -501,8 +501,9 @@ def _bracketed_peak(levels: dict[float, float]) -> tuple[float, float, float] | 
     both sides, when both are lower; else None."""
     rates = sorted(levels)
     i = max(range(len(rates)), key=lambda j: (levels[rates[j]], rates[j]))
-    if levels[rates[i]] <= 0.0 or i == 0 or i == len(rates) - 1:
-        return None
+    best = levels[rates[i]]
+    if best <= 0.0 or i == 0 or i == len(rates) - 1 or levels[rates[i - 1]] >= best:
+        return None  # (the rate above is lower: ties go to the higher rate)
     return rates[i - 1], rates[i], rates[i + 1]
 
 
