@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hydra_opt.config import ConfigError, Node
 from hydra_opt.evaluate.scenario import Scenario
@@ -196,3 +198,19 @@ def test_a_band_narrower_than_a_step_is_found_between_the_best_attainment_and_it
     assert len(res.runs) <= 12
     # On no-band searches (continuous/chunked) a miss still only descends.
     assert capacity_search(attained, 8.0, 0.9, tolerance=0.05, max_runs=30, band=False).capacity_req_s <= 5.5
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(peak=st.floats(0.1, 1000.0), edge=st.floats(1.0, 1.3), slope=st.floats(0.05, 0.5),
+       start=st.floats(0.01, 100.0), tol=st.sampled_from([0.02, 0.05]))
+def test_static_batchings_band_is_found_from_any_start_within_reach(peak, edge, slope, start, tol):
+    """Attainment climbs towards a peak as batches form faster, stays up to the overload edge and falls to 0 above
+    it: from any start within 100x, the search reports the edge — also when the band is narrower than its steps."""
+    top = peak * edge
+
+    def attained(r: float) -> float:
+        return 0.0 if r > top else (0.96 if r >= peak else max(0.0, 0.96 - slope * math.log(peak / r)))
+
+    res = capacity_search(attained, peak * start, 0.9, tolerance=tol, max_runs=40)
+    assert res.converged, res.runs
+    assert top / (1 + tol) <= res.capacity_req_s * (1 + 1e-9) and res.capacity_req_s <= top * (1 + 1e-9)
