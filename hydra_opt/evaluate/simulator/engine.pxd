@@ -35,7 +35,7 @@ cdef class _Batch:
 # local copy costs an atomic acquire and release per call.
 @cython.final
 cdef class Engine:
-    cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, chip_node, ctype
+    cdef public list admit_t, arr, bc_path, block_mem, block_mem_xy, block_node, chip_node
     cdef public double[::1] chip_lat
     cdef public list epoch, families, finish_t, first_bs, first_t, gen, heap, hopm, mem_int, npre, out, prompt
     cdef public list run_task, stage, status, token_n, token_t, where, pdone
@@ -91,7 +91,7 @@ cdef class Engine:
     cdef public bint chunked
     cdef public bint arrivals_done
     cdef public bint _net_changed
-    cdef public long long[::1] ctype_q
+    cdef public long long[::1] ctype
     cdef public bint hooked
 
     @cython.locals(horizon=cython.double)

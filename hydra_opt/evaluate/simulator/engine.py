@@ -1091,7 +1091,7 @@ class Engine:
         hand-off — against its bytes at the share of its route's bottleneck resource with ``extra`` more flows
         than it carries now (equal split: the share a new flow can count on), plus the route's latency."""
         nb = self.nb
-        tau = self.ctype_q[c]
+        tau = self.ctype[c]
         oc = 3 * tau * nb
         osr = oc + nb
         om = self.R_MEM * nb
@@ -1236,7 +1236,7 @@ class Engine:
         task.start = now
         blk = task.block
         end = task.end
-        tau = self.ctype_q[c]
+        tau = self.ctype[c]
         hook = self.hooks.get(c) if self.hooked else None
         nb = self.nb
         oc = 3 * tau * nb  # offsets of this chiplet type's compute, SRAM and energy rows in the flat vals
@@ -1433,12 +1433,12 @@ class Engine:
     def _init_coefficients(self, system: SimSystem, model: SimModel) -> None:
         """Per-chiplet-type linear time/energy coefficients: rows [comp_τ, sram_τ, energy_τ]*, mem, io."""
         types: list = []
-        self.ctype: list[int] = []
+        ctype: list[int] = []
         for c in system.chiplets:
             if c not in types:
                 types.append(c)
-            self.ctype.append(types.index(c))
-        self.ctype_q = array("q", self.ctype)  # the same as C integers (task starts, the steal's cost)
+            ctype.append(types.index(c))
+        self.ctype = array("q", ctype)  # C integers: task starts and the steal's cost read it per task
         self.T = len(types)
         rows = []
         mem_k, io_k = mem_coefficients(model.coeffs)
