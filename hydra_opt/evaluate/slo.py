@@ -374,8 +374,7 @@ def capacity_search(
     lg = math.log1p(tolerance)
     grid = coarse_grid(tolerance)
     runs: list[tuple[float, float]] = []
-    seen: dict[float, bool] = {}
-    levels: dict[float, float] = {}  # rate -> attainment, for the band search (_peak)
+    levels: dict[float, float] = {}  # rate -> attainment (NaN read as 0), of every rate tried
     ceiling = [math.inf]
 
     def clip(rate: float) -> float:
@@ -384,12 +383,11 @@ def capacity_search(
         return min(rate, ceiling[0])
 
     def ok(rate: float) -> bool:
-        if rate not in seen:
+        if rate not in levels:
             a = float(attainment_at(rate))
             runs.append((rate, a))
-            seen[rate] = a >= target
             levels[rate] = a if math.isfinite(a) else 0.0
-        return seen[rate]
+        return levels[rate] >= target
 
     def budget() -> bool:
         return len(runs) < max_runs
@@ -430,7 +428,7 @@ def coarse_grid(tolerance: float) -> int:
     return m
 
 
-def _on_lattice(rate: float, step: float, lg: float, grid: int = 1) -> float:
+def _on_lattice(rate: float, step: float, lg: float, grid: int) -> float:
     """The coarse-grid rate ``exp(k·lg)`` (``k`` a multiple of ``grid``) nearest ``rate·step``, at least one coarse
     step away from ``rate``'s own grid point in the step's direction (``step`` 1: ``rate`` snapped)."""
     k0 = grid * round(math.log(rate) / (lg * grid))
@@ -442,7 +440,7 @@ def _on_lattice(rate: float, step: float, lg: float, grid: int = 1) -> float:
     return math.exp(k * lg)
 
 
-def _lattice_mid(lo: float, hi: float, lg: float, grid: int = 1) -> float | None:
+def _lattice_mid(lo: float, hi: float, lg: float, grid: int) -> float | None:
     """The next rate of the bisection of ``(lo, hi)``, or None when no lattice rate is strictly inside: the
     coarse-grid rate (``k`` a multiple of ``grid``) nearest the geometric mean while one is inside, else the
     lattice rate nearest it."""
@@ -458,9 +456,8 @@ def _lattice_mid(lo: float, hi: float, lg: float, grid: int = 1) -> float | None
 
 
 def _below_start(ok: Callable[[float], bool], budget: Callable[[], bool], clip: Callable[[float], float],
-                 start: float, factor: float, max_steps: int, band: bool,
-                 accelerate: bool = False, lg: float = math.log1p(0.02), grid: int = 1,
-                 levels: dict[float, float] | None = None) -> tuple[float, float]:
+                 start: float, factor: float, max_steps: int, band: bool, accelerate: bool, lg: float, grid: int,
+                 levels: dict[float, float]) -> tuple[float, float]:
     """Not attained at the start: overload (lower rates help) or, with static batching (``band``), batch formation
     (higher rates help). Try both sides alternately, nearest first, until a rate is attained → ``(lo, hi)``
     (``accelerate``: the k-th step reaches ``factor**(k(k+1)/2)`` from the start, else ``factor**k``).
@@ -482,16 +479,16 @@ def _below_start(ok: Callable[[float], bool], budget: Callable[[], bool], clip: 
             return down, (start if e_prev == 0 else _on_lattice(start, 1.0 / factor**e_prev, lg, grid))
         if not band or not budget():
             continue
-        if levels is not None and _bracketed_peak(levels) is not None:
+        if _bracketed_peak(levels) is not None:
             break
         up = clip(_on_lattice(start, factor**e, lg, grid))
         if up not in tried:
             tried.append(up)
             if ok(up):
                 return up, math.inf
-        if levels is not None and _bracketed_peak(levels) is not None:
+        if _bracketed_peak(levels) is not None:
             break
-    if band and levels is not None and _bracketed_peak(levels) is not None:
+    if band and _bracketed_peak(levels) is not None:
         return _peak(ok, budget, levels, lg, grid)
     return 0.0, min(tried)
 
