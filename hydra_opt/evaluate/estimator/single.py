@@ -507,7 +507,7 @@ def _overlap(r: float, n_b: float) -> float:
     longer than a life — batches then lack neighbours on one side — and at most ``n_b``. The mean over batches of
     the overlap ``(1 − |t_j − t_k|/L)⁺`` summed over ``k``: ``r·(1 − r/(3·n_b))`` for ``n_b ≥ r``, else
     ``n_b·(1 − n_b/(3·r))``."""
-    if not (n_b < math.inf) or r <= 0.0:
+    if n_b == math.inf or r <= 0.0:
         return r
     return r * (1.0 - r / (3.0 * n_b)) if n_b >= r else n_b * (1.0 - n_b / (3.0 * r))
 
@@ -524,12 +524,13 @@ def _static_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
     pre_sum = _pw(pre_ref)
     pre_max = max(pre_ref) if ld["ns"] else 0.0
     e_l1 = _interp1(l1, ex["gk"], ex["ge"])
-    n_b = _replayed(prep) / _mx(bsz, 1.0)  # static batches the replayed requests form
+    bb = _mx(bsz, 1.0)
+    n_b = _replayed(prep) / bb  # static batches the replayed requests form
     conc = m
     for _ in range(4):
         tau0, tau1 = taus(conc)
         life = pre_sum + tau0 * l1 + tau1 * bsz * e_l1
-        conc = _mn(_mx(_overlap(lam / _mx(bsz, 1.0) * life, n_b), 1.0), m)
+        conc = _mn(_mx(_overlap(lam / bb * life, n_b), 1.0), m)
     tau0, tau1 = taus(conc)
     a_mean = bsz * e_l1 / _mx(l1, 1e-9)
     tpot = tau0 + tau1 * a_mean
@@ -551,7 +552,6 @@ def _static_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
     n0, n1 = _mn(n0, prep.offered_tokens), _mn(n1, prep.offered_tokens)  # core.Prepared.offered_tokens
     thr = (n1 - n0) / max(w1 - w0, 1e-300)
     tt = _static_ttft(seq, bsz, a0, lam, r_adm, pre_sum, fl_feasible, w0, w1, prep.horizon_s, prep.scenario.ttft_from)
-    bb = _mx(bsz, 1.0)
     rho_p = lam / bb * pre_max
     ca2 = 1.0 / bb
     cs2 = ex["prompt_scv"] / bb
