@@ -37,8 +37,12 @@ def test_open_network_prefill_and_the_chunked_pass():
     ck = StreamModel(_inputs(chunked=True))
     assert ck.pass_s(1.0, 0.0) == pytest.approx(ck.decode_pass_s(1.0))
     # Fewer than m batches: an arrival starts a batch of its own (its first pass is its prefill), the others' passes
-    # are decode-only.
-    assert ck.pass_s(2.0, 5.0) == ck.decode_pass_s(2.0)
+    # are decode-only; the decode stations see the batches decoding, those prefilling (λ·prefill) left out.
+    pre = 5.0 * ck.open_prefill_s(5.0)
+    assert 0.2 < pre < 0.5 and ck.capacity_req_s() > 5.0
+    assert ck.pass_s(2.0, 5.0) == pytest.approx(ck.decode_pass_s(2.0 - pre))
+    assert ck.pass_s(1.1, 5.0) == ck.decode_pass_s(1.0)  # at least one batch decodes
+    assert ck.pass_s(2.0, 0.0) == ck.decode_pass_s(2.0)
     # All m = 4 batches run: arrivals' chunks ride their passes, τ = dec' + (λτ/d)·extra with g = λ·extra/d of
     # the time stalled on a chunk, when the batch holds no decode station: dec' is the decode part at d·(1 − g)
     # batches (a = 1.5 members each).
