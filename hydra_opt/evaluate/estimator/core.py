@@ -30,7 +30,7 @@ from hydra_opt.evaluate.estimator import fluid, markov
 from hydra_opt.evaluate.estimator.result import EstimatorOptions
 from hydra_opt.evaluate.scenario import Scenario
 
-__all__ = ["Prepared", "prepare", "TypeTable", "type_table", "cycle_plan", "family_memory_groups",
+__all__ = ["Prepared", "prepare", "TypeTable", "type_table", "cycle_plan", "family_memory_groups", "placed_package",
            "memory_concurrency", "hbm_port_cap_gbps", "order_stats", "resolve"]
 
 #: Span a burst of simultaneous arrivals is read as, s (see ``prepare``).
@@ -487,6 +487,43 @@ def block_memory_map(design, prep: Prepared, n_mem: int, *, preset: str = "clean
     if len(_WMAP_CACHE) > 4096:
         _WMAP_CACHE.clear()
     _WMAP_CACHE[key] = hit
+    return hit
+
+
+_PLACE_CACHE: dict = {}
+
+
+def placed_package(design, prep: Prepared, *, preset: str = "clean", library=None):
+    """Where the simulator's placement puts the package: ``(chiplet slots in chiplet-index order, memory slots,
+    weight map)``, or None when the placement is unavailable for this design.
+
+    ``hydra_opt.system.placement.place`` called as the simulator calls it (``simulator.build``) at the context of
+    :func:`block_memory_map`; the ``random`` policy with seed 0 (the simulator draws it from the run's seed).
+    Unlike the weight map the compute slots depend on the chiplet counts, so they are part of the cache key.
+    """
+    c = design.counts
+    counts = tuple((str(n), int(k)) for n, k in (c.items() if isinstance(c, dict) else c))
+    key = (_wmap_key(design, prep, int(design.n_mem), preset), counts, float(design.slot_area_mm2), id(library))
+    if key in _PLACE_CACHE:
+        return _PLACE_CACHE[key]
+    try:
+        from hydra_opt.system.placement import place
+
+        model = prep.model
+        if model is None or not hasattr(model, "block_weight_bytes"):
+            from hydra_opt.workload.models import load_model
+
+            model = load_model(prep.model_name)
+        ctx = _wmap_context(prep, preset)
+        pl = place(design, model, library=library, preset=preset, **({"context_tokens": ctx} if ctx else {}))
+        chips = sorted(pl.chiplets, key=lambda ch: ch.index)
+        hit = (tuple(int(ch.slot) for ch in chips), tuple(int(s) for s in pl.mem_slots),
+               tuple(int(j) for j in pl.weight_map))
+    except Exception:  # noqa: BLE001 - placement unavailable for this design
+        hit = None
+    if len(_PLACE_CACHE) > 4096:
+        _PLACE_CACHE.clear()
+    _PLACE_CACHE[key] = hit
     return hit
 
 
