@@ -159,17 +159,33 @@ class Job:
     model: object
     workload: object  # the Workload
     stream: object  # its CapacityStream (BASE_REQUESTS requests, seed 0, the window of the settings)
+    load_stream: object = None  # the load runs' stream when ``--load-min-requests`` stretches them (else ``stream``)
+
+    def loads(self) -> object:
+        """The stream the load runs (and the estimator beside them) replay."""
+        return self.stream if self.load_stream is None else self.load_stream
 
     def key(self, s: dict, what: str) -> str:
         rev = SIM_REVISION.get(self.design.scheduler, "")
         return f"{self.model_name}|{self.dataset}|{self.policy}|{design_key(self.design)}|{_tag(s)}{rev}|{what}"
 
 
-def _capacity(s: dict):
+def _capacity(s: dict, load: bool = False):
+    """The capacity settings of the runs (``load``: of the load runs, at least ``load_min_requests`` requests)."""
     from hydra_opt.evaluate.slo import CapacitySettings
 
+    n = s.get("run_min_requests")
+    if load and s.get("load_min_requests"):
+        n = max(n or 0, s["load_min_requests"])
     return CapacitySettings(tolerance=s["tolerance"], max_runs=s["max_runs"], requests=s["base_requests"],
-                            window_s=s["window_s"], min_requests=s.get("run_min_requests"))
+                            window_s=s["window_s"], min_requests=n)
+
+
+def _load_stream(wl, seed: int, s: dict):
+    """A separate stream for the load runs when they are stretched (None: they replay the capacity's stream)."""
+    from hydra_opt.evaluate.slo import CapacityStream
+
+    return CapacityStream(wl, seed, _capacity(s, load=True)) if s.get("load_min_requests") else None
 
 
 def _stream(job: Job, rate: float, window_s: float):
@@ -182,13 +198,13 @@ def _window_filled(stream, window_s: float) -> bool:
     return bool(a.size and a[-1] - a[0] >= 0.9 * window_s)
 
 
-def _sim_run(job: Job, rate: float, s: dict) -> dict:
+def _sim_run(job: Job, rate: float, s: dict, stream=None) -> dict:
     from hydra_opt.evaluate import Scenario
     from hydra_opt.evaluate.simulator.driver import simulate_design
     from hydra_opt.evaluate.simulator.goodput import slo_metrics
     from hydra_opt.evaluate.slo import Slo
 
-    st = _stream(job, rate, s["window_s"])
+    st = (job.stream if stream is None else stream).at(rate)
     t = time.perf_counter()
     r = simulate_design(job.design, job.model, st, scenario=Scenario())
     g = slo_metrics(r, Slo(**s["slo"]))
@@ -210,8 +226,10 @@ def simulate_job(job: Job, s: dict, cache: Cache) -> float:
 
 
 def _load_key(job: Job, s: dict, f: float, c: float, suffix: str = "") -> str:
-    """Cache key of ``job``'s run at ``f`` × the capacity ``c`` under the settings ``s`` (``suffix``: a variant)."""
-    return job.key(s, f"load{f:g}@{c:.6g}{suffix}")
+    """Cache key of ``job``'s run at ``f`` × the capacity ``c`` under the settings ``s`` (``suffix``: a variant;
+    stretched load runs carry ``|loadN``, the capacity's key never does)."""
+    n = s.get("load_min_requests")
+    return job.key(s, f"load{f:g}@{c:.6g}{suffix}" + (f"|load{n}" if n else ""))
 
 
 def _load_runs(job: Job, run: Job, s_key: dict, s: dict, c: float, cache: Cache, scale: float = 1.0,
@@ -221,7 +239,7 @@ def _load_runs(job: Job, run: Job, s_key: dict, s: dict, c: float, cache: Cache,
     for f in LOADS if c > 0 else ():
         lk = _load_key(job, s_key, f, c, suffix)
         if cache.get(lk) is None:
-            cache.put({"key": lk, "load": f, **tags, **_ids(job), **_sim_run(run, f * c * scale, s)})
+            cache.put({"key": lk, "load": f, **tags, **_ids(job), **_sim_run(run, f * c * scale, s, run.loads())})
 
 
 def _capacity_row(job: Job, s: dict, cache: Cache, kind: str) -> dict:
@@ -262,7 +280,8 @@ def simulate_replica(job: Job, s: dict, seed: int, cache: Cache, capacity: bool 
     cap = cache.get(job.key(s, "capacity"))
     c = cap["capacity_req_s"] if cap else 0.0
     sr = {**s, "seed": seed}
-    rep = dataclasses.replace(job, stream=CapacityStream(job.workload, seed, _capacity(s)))
+    rep = dataclasses.replace(job, stream=CapacityStream(job.workload, seed, _capacity(s)),
+                              load_stream=_load_stream(job.workload, seed, s))
     if capacity:
         _capacity_row(rep, sr, cache, "replica_capacity")
     _load_runs(job, rep, sr, s, c, cache, kind="replica", seed=seed)
@@ -300,7 +319,8 @@ def jobs(models: list[str], datasets: list[str], policies: list[str], limit: int
             for p in policies:
                 # One stream per job: a stream grows in place when a rate needs more requests.
                 per[(m, ds, p)] = [Job(m, ds, p, i, DesignPoint.from_dict({**d, **POLICIES[p]}), model, wl,
-                                       CapacityStream(wl, s["seed"], _capacity(s)))
+                                       CapacityStream(wl, s["seed"], _capacity(s)),
+                                       _load_stream(wl, s["seed"], s))
                                    for i, d in enumerate(designs[:limit])]
     return [j for i in range(limit) for k in per if i < len(per[k]) for j in (per[k][i],)]
 
@@ -329,7 +349,7 @@ def estimate_job(job: Job, s: dict, cache: Cache, replica: int | None = None,
         ld = cache.get(_load_key(job, s, f, c)) if c > 0 else None
         if ld is None:
             continue
-        st = _stream(job, f * c, s["window_s"])
+        st = job.loads().at(f * c)
         e = estimate(job.design, job.model, st, scenario=Scenario())
         es = estimated_slo(e, slo)
         for name, sim_v, est_v in (("throughput_tok_s", ld["throughput_tok_s"], e.throughput_tok_s),
@@ -520,6 +540,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-min-requests", type=int, default=None, metavar="N",
                     help="every run replays at least N requests (low rates stretch the 15 s window; "
                          "CapacitySettings.min_requests); its own cache keys")
+    ap.add_argument("--load-min-requests", type=int, default=None, metavar="N",
+                    help="the load runs replay at least N requests (the capacity search keeps its runs; "
+                         "their own cache keys |loadN): less sampling noise in the load cells")
     args = ap.parse_args(argv)
     for name, given, known in (("--models", args.models, SPACES), ("--datasets", args.datasets, DATASETS),
                                ("--policies", args.policies, POLICIES)):
@@ -537,7 +560,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--replica-capacity: needs --replica-seed")
     if args.run_min_requests is not None and not 2 <= args.run_min_requests <= 100_000:
         ap.error(f"--run-min-requests: an integer in [2, 100000], got {args.run_min_requests}")
-    s = {**settings(), "run_min_requests": args.run_min_requests}
+    if args.load_min_requests is not None and not 2 <= args.load_min_requests <= 100_000:
+        ap.error(f"--load-min-requests: an integer in [2, 100000], got {args.load_min_requests}")
+    s = {**settings(), "run_min_requests": args.run_min_requests, "load_min_requests": args.load_min_requests}
     limit = min(args.limit or args.n_designs, args.n_designs)
     todo = jobs(args.models.split(","), args.datasets.split(","), args.policies.split(","), limit, args.n_designs,
                 args.seed, s)
