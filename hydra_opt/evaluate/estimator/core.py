@@ -460,6 +460,30 @@ def _wmap_key(design, prep: Prepared, n_mem: int, preset: str) -> tuple:
             str(design.placement), preset, ctx, int(design.grid_w), int(design.grid_h))
 
 
+def _placement_model(prep: Prepared):
+    """The model the placement reads (its blocks' weight and KV bytes): the prepared one, else loaded by name."""
+    model = prep.model
+    if model is None or not hasattr(model, "block_weight_bytes"):
+        from hydra_opt.workload.models import load_model
+
+        model = load_model(prep.model_name)
+    return model
+
+
+def _placement_memo(cache: dict, key, make):
+    """``make()`` memoised in ``cache`` (None when the placement is unavailable for the design)."""
+    if key in cache:
+        return cache[key]
+    try:
+        hit = make()
+    except Exception:  # noqa: BLE001 - placement unavailable for this design
+        hit = None
+    if len(cache) > 4096:
+        cache.clear()
+    cache[key] = hit
+    return hit
+
+
 def block_memory_map(design, prep: Prepared, n_mem: int, *, preset: str = "clean", library=None):
     """Memory index of each block's weights as the simulator's placement lays them out (``Placement.weight_map``,
     indices into the sorted memory slots), or None when the placement is unavailable for this design.
@@ -469,25 +493,13 @@ def block_memory_map(design, prep: Prepared, n_mem: int, *, preset: str = "clean
     docs/noi_placement.md), the ``paper`` preset at the model's ``max_position``; ``random`` uses the simulator's
     default placement seed 0. Cached by :func:`_wmap_key` (compute counts do not matter).
     """
-    key = _wmap_key(design, prep, n_mem, preset)
-    if key in _WMAP_CACHE:
-        return _WMAP_CACHE[key]
-    try:
+    def make():
         from hydra_opt.system.placement import memory_split
 
-        model = prep.model
-        if model is None or not hasattr(model, "block_weight_bytes"):
-            from hydra_opt.workload.models import load_model
+        return tuple(memory_split(design, _placement_model(prep), library=library, preset=preset,
+                                  context_tokens=_wmap_context(prep, preset)).weight_map)
 
-            model = load_model(prep.model_name)
-        hit = tuple(memory_split(design, model, library=library, preset=preset,
-                                 context_tokens=_wmap_context(prep, preset)).weight_map)
-    except Exception:  # noqa: BLE001 - placement unavailable for this design
-        hit = None
-    if len(_WMAP_CACHE) > 4096:
-        _WMAP_CACHE.clear()
-    _WMAP_CACHE[key] = hit
-    return hit
+    return _placement_memo(_WMAP_CACHE, _wmap_key(design, prep, n_mem, preset), make)
 
 
 _PLACE_CACHE: dict = {}
@@ -501,30 +513,20 @@ def placed_package(design, prep: Prepared, *, preset: str = "clean", library=Non
     :func:`block_memory_map`; the ``random`` policy with seed 0 (the simulator draws it from the run's seed).
     Unlike the weight map the compute slots depend on the chiplet counts, so they are part of the cache key.
     """
+    def make():
+        from hydra_opt.system.placement import place
+
+        ctx = _wmap_context(prep, preset)
+        pl = place(design, _placement_model(prep), library=library, preset=preset,
+                   **({"context_tokens": ctx} if ctx else {}))
+        chips = sorted(pl.chiplets, key=lambda ch: ch.index)
+        return (tuple(int(ch.slot) for ch in chips), tuple(int(s) for s in pl.mem_slots),
+                tuple(int(j) for j in pl.weight_map))
+
     c = design.counts
     counts = tuple((str(n), int(k)) for n, k in (c.items() if isinstance(c, dict) else c))
     key = (_wmap_key(design, prep, int(design.n_mem), preset), counts, float(design.slot_area_mm2), id(library))
-    if key in _PLACE_CACHE:
-        return _PLACE_CACHE[key]
-    try:
-        from hydra_opt.system.placement import place
-
-        model = prep.model
-        if model is None or not hasattr(model, "block_weight_bytes"):
-            from hydra_opt.workload.models import load_model
-
-            model = load_model(prep.model_name)
-        ctx = _wmap_context(prep, preset)
-        pl = place(design, model, library=library, preset=preset, **({"context_tokens": ctx} if ctx else {}))
-        chips = sorted(pl.chiplets, key=lambda ch: ch.index)
-        hit = (tuple(int(ch.slot) for ch in chips), tuple(int(s) for s in pl.mem_slots),
-               tuple(int(j) for j in pl.weight_map))
-    except Exception:  # noqa: BLE001 - placement unavailable for this design
-        hit = None
-    if len(_PLACE_CACHE) > 4096:
-        _PLACE_CACHE.clear()
-    _PLACE_CACHE[key] = hit
-    return hit
+    return _placement_memo(_PLACE_CACHE, key, make)
 
 
 def family_memory_groups(design, prep: Prepared, n_mem: int, *, preset: str = "clean", library=None) -> dict[str, float]:
