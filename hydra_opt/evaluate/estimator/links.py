@@ -1,4 +1,4 @@
-"""Decode weight streams sharing mesh links (docs/estimator.md "Decode pipeline").
+"""Decode weight streams sharing mesh links (docs/estimator.md, "Decode pipeline of the dynamic schedulers").
 
 A decode task streams its block's weights from the memory holding them to its chiplet along the XY route
 (``hydra_opt.hardware.noi.Mesh``) and through the memory's interface port; the simulator shares every link and

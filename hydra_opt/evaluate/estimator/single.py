@@ -495,7 +495,9 @@ def _pipeline_curves(di: _Design, ld: dict, m_max: int) -> tuple[list[float], li
 
 
 def _decode_curves(di: _Design, ld: dict, m_max: int) -> tuple[list[float], list[float]]:
-    """Throughput X(n), n = 1..m_max, of the decode passes (full batch, one member) of continuous/chunked batching.
+    """Throughput X(n), n = 1..m_max, of the decode passes (full batch, one member) of continuous/chunked batching
+    under static task scheduling, and under dynamic schedulers when the design has no placement (with one,
+    :func:`_pipeline_curves`).
 
     Approximate MVA over the chiplets with *deterministic* service (a task's time is fixed by its block and
     batch): an arrival waits for the queued tasks and half of the one in service, ``R = D·(1 + Q − U/2)`` (exact
