@@ -37,14 +37,14 @@ def stream_sharing(owner: Sequence[int], routes: Sequence[Sequence[int]], block_
     for s, res, nbytes in zip(owner, routes, block_bytes):
         if nbytes > 0.0 and res:
             alone.setdefault(int(s), []).append((res, nbytes, nbytes / min(caps_bps[r] for r in res)))
+    total = {s: sum(t for _, _, t in flows) for s, flows in alone.items()}  # each station's streaming time alone
     use = [0.0] * len(caps_bps)  # expected flows on each resource, every station streaming
     own: dict[int, dict[int, float]] = {}
     for s, flows in alone.items():
-        total = sum(t for _, _, t in flows)
         mine = own[s] = {}
         for res, _, t in flows:
             for r in res:
-                mine[r] = mine.get(r, 0.0) + t / total
+                mine[r] = mine.get(r, 0.0) + t / total[s]
         for r, p in mine.items():
             use[r] += p
     out = {}
@@ -52,5 +52,5 @@ def stream_sharing(owner: Sequence[int], routes: Sequence[Sequence[int]], block_
         mine = own[s]
         busy = sum(nbytes / min(caps_bps[r] / (1.0 + use[r] - mine.get(r, 0.0)) for r in res)
                    for res, nbytes, _ in flows)
-        out[s] = busy / sum(t for _, _, t in flows)
+        out[s] = busy / total[s]
     return out

@@ -236,9 +236,8 @@ class StreamModel:
     def pass_s(self, n: float, lam: float) -> float:
         """Time per output token of a running request (one pass of its batch) with ``n`` running, s."""
         si = self.si
-        dec = self.decode_pass_s(n, lam)
         if not si.chunked:
-            return dec
+            return self.decode_pass_s(n, lam)
         # Chunked: a pass ends with the later of its decode part and its prefill part (they run side by side on
         # their own stations). A batch's pass carries a prompt's chunk with probability p = λτ/d (arrivals spread
         # over the d batches), and then lasts max(decode, prefill): τ = dec + p·max(0, pre − dec), solved for τ;
@@ -247,6 +246,7 @@ class StreamModel:
         d = self.batches(n)
         if d < max(si.m, 1.0):
             return self._unfull_dec_s(min(max(n, 1.0), self.n_max), lam)
+        dec = self.decode_pass_s(n, lam)
         lam = self._admitted(lam)
         extra = max(self.open_prefill_s(lam) / max(si.chunks_mean, 1.0) - dec, 0.0)
         g = min(lam * extra / d, 0.95)
