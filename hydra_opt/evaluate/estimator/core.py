@@ -57,8 +57,8 @@ class Prepared:
         offered_tokens: Output tokens of every replayed request that arrives before the horizon: no run can emit
             more, whatever its window (the fluid's arrival stream is open-ended at rate λ, so a window reaching past
             the last arrival — the paper preset's whole run of 5,000 requests over 100 s — is capped by it).
-        trace: The replayed requests (after the horizon cut) as ``(arrival_s, decode_steps)`` arrays: the run the
-            continuous/chunked fluid follows request by request (None: no requests).
+        trace: The replayed requests (after the horizon cut) as ``(arrival_s, decode_steps, prompt_tok)`` arrays:
+            the run the continuous/chunked fluid follows request by request (None: no requests).
         model: The model object (placement needs its blocks; None: load it by name).
         scenario: The run described (TTFT rule, token budget, pipeline depth, presets, lending).
         memo: What the estimator derives from this preparation and caches (type tables, columns, plans): it lives
@@ -233,7 +233,7 @@ def _prepare_cached(model, workload, prec, n_samples, seed, window, horizon, scn
         grid_cdf=fluid.cdf_on(stats.steps, grid_k),
         context_mean_tok=ctx_mean,
         offered_tokens=float(ot.sum()) if ot.size else float("inf"),
-        trace=(arr, ot - 1.0) if arr.size else None,
+        trace=(arr, ot - 1.0, np.maximum(pt, 1.0)) if arr.size else None,
         model=model,
         scenario=scn,
     )

@@ -787,7 +787,12 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
     t_end = float(prep.horizon_s if np.isfinite(prep.horizon_s) else 2.0 * prep.window_s[1])
     run = streams.window_run(prep, sm, lam, pre_s, mu_max, t_end, spread=not di.mem_limited) if di.feasible else None
     thr = run.throughput_tok_s if run else 0.0
-    ttft = float(np.mean(run.ttft_s)) if run and run.ttft_s else _INF
+    q_pool = sm.open_prefill_s(lam) - sm.service_s
+    own = bool(run and run.own_batch >= 0.5)
+    if run and run.shared_s:  # the pools shared prompt by prompt (streams.WindowRun.shared_s), as the quantiles
+        ttft = float(np.mean(run.shared_ttft_s(q_pool, lambda sc: sm.prefill_at_s(lam, sc, own))))
+    else:
+        ttft = float(np.mean(run.ttft_s)) if run and run.ttft_s else _INF
     if run and run.tpot_s:
         tpot = float(np.mean(run.tpot_s))
     stat_thr, pi, wait = cap_tok if over else lam * out_tok, None, 0.0
@@ -808,8 +813,7 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
             wait = _mn(queue / lam * (1.0 + scv) / 2.0, w_run)
         if prep.scenario.ttft_from == "arrival" and math.isfinite(ttft):
             ttft += wait
-    own = bool(run and run.own_batch >= 0.5)
-    station = (sm.open_prefill_s(lam) - sm.service_s, sm.station_wait_prob(lam))
+    station = (q_pool, sm.station_wait_prob(lam))
     quant = (streams.latency_quantiles(run, prep.stats.prompt_tok, lambda sc: sm.prefill_at_s(lam, sc, own), wait,
                                        station=station) if run else ([], []))
     return dict(thr=thr, ttft=ttft, tpot=tpot, cap_tok=cap_tok, mu_max=mu_max, rho=rho, pi=pi, stat_thr=stat_thr,

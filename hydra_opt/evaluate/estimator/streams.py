@@ -27,6 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from hydra_opt.evaluate.estimator.sharing import shared_delays_s
+
 __all__ = ["QUANTILE_PROBS", "StreamInputs", "StreamModel", "WindowRun", "latency_quantiles", "window_run"]
 
 
@@ -517,6 +519,10 @@ class WindowRun:
             prefilled in a batch of their own (1.0 for continuous batching).
         tpot_spread_s: Chunked prefill: the measured requests' TPOT with the spread of their stalls (samples on a
             fixed grid, :func:`_stall_spread`; empty: no spread beyond ``tpot_s``).
+        shared_s: Dynamic task scheduling: each measured request's prefill delay from sharing the prefill pools with
+            the prompts it overlaps (:func:`sharing.shared_delays_s` over its admission and its own prompt), s, in
+            place of the pools' mean wait ``ttft_s`` carries (empty: that mean wait stands).
+        prompt_scale: Each measured request's prompt over the mean prompt, beside ``shared_s``.
     """
 
     throughput_tok_s: float
@@ -525,6 +531,18 @@ class WindowRun:
     fill_s: float = math.inf
     own_batch: float = 1.0
     tpot_spread_s: tuple[float, ...] = ()
+    shared_s: tuple[float, ...] = ()
+    prompt_scale: tuple[float, ...] = ()
+
+    def shared_ttft_s(self, q_s: float, prefill_at_s):
+        """Each measured request's TTFT with its own prompt and sharing delay (``shared_s`` set), s: the fluid TTFT
+        less the pools' mean wait ``q_s`` it carries, plus how much longer its own prompt's prefill is
+        (``prefill_at_s(scale) − prefill_at_s(1)``), plus its sharing delay. A long prompt overlaps more prompts,
+        so its prompt and its delay are kept together, not combined as independent quantiles."""
+        import numpy as np
+
+        own = np.asarray(prefill_at_s(np.asarray(self.prompt_scale))) - float(prefill_at_s(1.0))
+        return np.asarray(self.ttft_s) - q_s + own + np.asarray(self.shared_s)
 
 
 def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t_end: float,
@@ -642,18 +660,31 @@ def window_run(prep, sm: StreamModel, lam: float, pre_s: float, mu_max: float, t
     own = float(np.mean(others[sel] < max(si.m, 1.0))) if si.chunked and sel.any() else 1.0
     # TTFT keeps the mean station wait (the caller adds the finite run's queueing delay on top of it).
     ttft = (adm + pre_n - start) if h_pre else (first - start)
-    return WindowRun(thr, tuple(ttft[sel].tolist()), tuple(tpot.tolist()), fill, own, spread_tpot)
+    shared, scale = _pool_sharing(prep, si, tr, adm, sel) if not h_pre else ((), ())
+    return WindowRun(thr, tuple(ttft[sel].tolist()), tuple(tpot.tolist()), fill, own, spread_tpot, shared, scale)
+
+
+def _pool_sharing(prep, si: StreamInputs, tr, adm, sel) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """``(WindowRun.shared_s, WindowRun.prompt_scale)``: each replayed request joins every prefill pool at its
+    admission with its own prompt's share of the pool's pass and is slowed by the prompts it overlaps there
+    (:func:`sharing.shared_delays_s`, summed over the pools); empty without pools (static scheduling's tandem) or
+    without the requests' prompts."""
+    if tr is None or len(tr) < 3 or not si.pools:
+        return (), ()
+    sc = tr[2] / max(prep.stats.prompt_mean_tok, 1e-300)
+    extra = sum(shared_delays_s(adm, d * sc, c) for c, d in si.pools)
+    return tuple(extra[sel].tolist()), tuple(sc[sel].tolist())
 
 
 def _trace(prep, end_s: float):
-    """The replayed requests that arrive by ``end_s``: ``(arrival_s, decode_steps)`` (None: none)."""
+    """The replayed requests that arrive by ``end_s``: ``(arrival_s, decode_steps, prompt_tok)`` (None: none)."""
     tr = getattr(prep, "trace", None)
     if tr is None:
         return None
     keep = tr[0] <= end_s
     if keep.sum() < 1:
         return None
-    return tr[0][keep], tr[1][keep]
+    return tuple(x[keep] for x in tr)
 
 
 def _run_grid(a0: float, t_busy: float, t_stop: float, n: int):
@@ -829,7 +860,9 @@ def latency_quantiles(run: WindowRun, prompt_tok, prefill_at_s, wait_s: float,
     others do not. Nemotron-H chat on 6 + 1 Mamba and 2 + 3 attention chiplets at 15.7 req/s: TTFT p90 0.22 s with
     the mean wait alike, 0.35 s spread, 0.43 s simulated; dynamic benchmark TTFT p90 median est/sim at 120 % load
     on arXiv 0.62–0.68 → 1.00–1.08, capacity Spearman 0.949 → 0.952 (static-scheduling report 0.923 → 0.942),
-    TTFT p90 Spearman @0.5/0.9/1.2 0.890/0.914/0.915 → 0.875/0.909/0.921.
+    TTFT p90 Spearman @0.5/0.9/1.2 0.890/0.914/0.915 → 0.875/0.909/0.921. Where the run carries the pools'
+    processor sharing (``run.shared_s``, dynamic task scheduling) each request's own TTFT replaces the fluid TTFT,
+    the prompt quantiles and the station spread (:meth:`WindowRun.shared_ttft_s`); only the slot wait is spread.
     """
     import numpy as np
 
@@ -846,11 +879,14 @@ def latency_quantiles(run: WindowRun, prompt_tok, prefill_at_s, wait_s: float,
     shift = np.asarray(prefill_at_s(scale)) - float(prefill_at_s(1.0))
     u = np.linspace(0.0625, 0.9375, 8)
     delay = -np.log1p(-u) * wait_s if wait_s > 0 else np.zeros(1)
-    q_st, st = _station_delays(*station)
-    if st.size > 1:
-        t = t - q_st
-        delay = (delay[:, None] + st[None, :]).ravel()
-    samples = (t[:, None, None] + shift[None, :, None] + delay[None, None, :]).ravel()
+    if run.shared_s:
+        samples = (run.shared_ttft_s(station[0], prefill_at_s)[:, None] + delay[None, :]).ravel()
+    else:
+        q_st, st = _station_delays(*station)
+        if st.size > 1:
+            t = t - q_st
+            delay = (delay[:, None] + st[None, :]).ravel()
+        samples = (t[:, None, None] + shift[None, :, None] + delay[None, None, :]).ravel()
     q = np.asarray(probs)
     tpot = run.tpot_spread_s or run.tpot_s
     return np.quantile(samples, q).tolist(), np.quantile(np.asarray(tpot), q).tolist()
