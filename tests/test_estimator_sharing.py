@@ -31,6 +31,9 @@ def test_closed_forms():
     # A short job beside a long one leaves first (FCFS would hold it behind): 0.2 shared at half pace.
     assert shared_delays_s([0.0, 0.0], [2.0, 0.2], 1) == pytest.approx([0.2, 0.2])
     assert shared_delays_s([], [], 1).size == 0
+    # Any order in, each job's own delay out; a job that never starts (or has no size) joins nobody.
+    assert shared_delays_s([0.5, 0.0], [1.0, 1.0], 1) == pytest.approx([0.5, 0.5])
+    assert shared_delays_s([0.0, np.inf, 0.0], [1.0, 1.0, np.nan], 1).tolist() == [0.0, 0.0, 0.0]
 
 
 _jobs = st.lists(st.tuples(st.floats(0.0, 5.0), st.floats(0.01, 3.0)), min_size=1, max_size=40)

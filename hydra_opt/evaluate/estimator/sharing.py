@@ -10,7 +10,6 @@ Llama-3-8B arXiv, one prefill chiplet at 0.14 req/s: mean slowdown (TTFT over th
 from __future__ import annotations
 
 import heapq
-import math
 
 import numpy as np
 
@@ -21,12 +20,12 @@ def shared_delays_s(start_s, size_s, servers: float) -> np.ndarray:
     """Each job's sojourn minus its size under egalitarian processor sharing on ``servers`` servers, s.
 
     Args:
-        start_s: When each job joins the pool (nondecreasing), s.
+        start_s: When each job joins the pool, s (any order; ties keep their order).
         size_s: Each job's lone service time, s.
         servers: The pool's servers ``c`` (≥ 1): with ``k`` jobs present each is served at ``min(1, c/k)``.
 
     Returns:
-        ``finish − start − size`` per job (≥ 0).
+        ``finish − start − size`` per job (≥ 0); 0 for a job whose start or size is not finite (it never joins).
 
     Every present job attains service at the same rate, so one *virtual time* ``V`` (the service a job present
     throughout has attained) orders the completions: a job joining at ``V₀`` leaves when ``V = V₀ + size``. A heap
@@ -34,15 +33,21 @@ def shared_delays_s(start_s, size_s, servers: float) -> np.ndarray:
     """
     start = np.asarray(start_s, dtype=np.float64)
     size = np.asarray(size_s, dtype=np.float64)
-    n = int(start.size)
-    out = np.zeros(n)
-    if n == 0:
-        return out
-    c = max(float(servers), 1.0)
+    out = np.zeros(start.size)
+    ok = np.isfinite(start) & np.isfinite(size)
+    idx = np.nonzero(ok)[0]
+    idx = idx[np.argsort(start[idx], kind="stable")]
+    if idx.size:
+        out[idx] = _sojourn_excess(start[idx].tolist(), np.maximum(size[idx], 0.0).tolist(), max(float(servers), 1.0))
+    return out
+
+
+def _sojourn_excess(st: list[float], sz: list[float], c: float) -> np.ndarray:
+    """:func:`shared_delays_s` of jobs sorted by start, every value finite."""
+    n = len(st)
     fin = [0.0] * n
     heap: list[tuple[float, int]] = []
-    t, v, i = float(start[0]), 0.0, 0
-    st, sz = start.tolist(), size.tolist()
+    t, v, i = st[0], 0.0, 0
     while i < n or heap:
         k = len(heap)
         if k == 0:
@@ -61,5 +66,4 @@ def shared_delays_s(start_s, size_s, servers: float) -> np.ndarray:
             v, j = heapq.heappop(heap)
             t = t_done
             fin[j] = t
-    out = np.asarray(fin) - start - size
-    return np.maximum(out, 0.0)
+    return np.maximum(np.asarray(fin) - np.asarray(st) - np.asarray(sz), 0.0)
