@@ -51,9 +51,9 @@ def _requests(n: int, prompt: int, out: int, gap_s: float) -> Requests:
 
 
 @pytest.mark.parametrize("kw", [{}, dict(counts=(("tscs_d", 3), ("tscs_p", 13)), n_mem=4, d2d_bw_gbps=512.0),
-                                dict(placement="rr")])
+                                dict(placement="rr"), dict(counts=(("tscs_d", 14), ("tscs_p", 2)), n_mem=6, max_batch=4)])
 def test_the_placed_package_is_the_simulators(kw):
-    """The slots and weight map the estimator routes over are those the simulator builds (same run)."""
+    """The slots, weight map and prefill Ω the estimator reads are those the simulator builds (same run)."""
     d, model = _design(**kw), load_model("llama-3-8b")
     req = _requests(4, 3000, 300, 1.0)
     d2, m2, w2 = core.resolve(d, model, req)
@@ -65,6 +65,9 @@ def test_the_placed_package_is_the_simulators(kw):
                              placement_preset=scn.placement_preset, context_tokens=ctx)
     assert list(chips) == list(system.chip_node) and list(mems) == list(system.mem_node)
     assert list(wmap) == list(system.block_mem)
+    # ... and the prefill Ω whose hand-offs the prefill pass pays is the simulator's own.
+    omega = core.prefill_omega(d, prep, preset=scn.placement_preset, library=scn.library())
+    assert list(omega) == [system.omega[("prefill", b)] for b in range(len(omega))] and len(omega) == len(wmap)
 
 
 def _di_ld(d: DesignPoint, req: Requests):

@@ -576,6 +576,20 @@ def test_handoffs_of_a_pure_model_count_the_further_stations():
     assert _handoff_s(prep, [b % 3 for b in range(nb)], 512.0) == pytest.approx(2 * half_io / 512e9)
 
 
+def test_handoffs_with_the_simulators_omega_count_each_change_of_chiplet():
+    """With the simulator's prefill Ω every block on another chiplet than the block before it hands off (the
+    engine's rule), contiguous or not: three runs of blocks cost 2 hand-offs, blocks dealt round-robin nb − 1."""
+    from hydra_opt.evaluate.estimator.single import _handoff_s
+
+    prep, half_io = _prep_and_io("llama-3-8b")
+    nb = prep.n_blocks
+    three = tuple(b * 3 // nb for b in range(nb))
+    assert _handoff_s(prep, [0] * nb, 256.0, three) == pytest.approx(2 * half_io / 256e9)
+    dealt = tuple(b % 3 for b in range(nb))
+    assert _handoff_s(prep, [0] * nb, 256.0, dealt) == pytest.approx((nb - 1) * half_io / 256e9)
+    assert _handoff_s(prep, dealt, 256.0) == pytest.approx(2 * half_io / 256e9)  # the estimator's own count
+
+
 def test_handoffs_of_a_hybrid_model_count_the_family_changes():
     """Two families: every change of family is a hand-off; a family's stations beyond its runs add more."""
     from hydra_opt.evaluate.estimator.single import _handoff_s

@@ -31,7 +31,7 @@ from hydra_opt.evaluate.estimator.result import EstimatorOptions
 from hydra_opt.evaluate.scenario import Scenario
 
 __all__ = ["Prepared", "prepare", "TypeTable", "type_table", "cycle_plan", "family_memory_groups", "placed_package",
-           "memory_concurrency", "hbm_port_cap_gbps", "order_stats", "resolve"]
+           "prefill_omega", "memory_concurrency", "hbm_port_cap_gbps", "order_stats", "resolve"]
 
 #: Span a burst of simultaneous arrivals is read as, s (see ``prepare``).
 _BURST_S = 1e-6
@@ -527,6 +527,37 @@ def placed_package(design, prep: Prepared, *, preset: str = "clean", library=Non
     counts = tuple((str(n), int(k)) for n, k in (c.items() if isinstance(c, dict) else c))
     key = (_wmap_key(design, prep, int(design.n_mem), preset), counts, float(design.slot_area_mm2), id(library))
     return _placement_memo(_PLACE_CACHE, key, make)
+
+
+_OMEGA_CACHE: dict = {}
+
+
+def prefill_omega(design, prep: Prepared, *, preset: str = "clean", library=None) -> tuple[int, ...] | None:
+    """The simulator's prefill Ω of the design: each block's prefill chiplet (chiplet index), or None when the
+    placement is unavailable.
+
+    ``simulator.build.placed_system`` + ``design_omega`` on the prefill phase alone — the mapping the simulator
+    runs (hop-aware bottleneck assignment, ``runtime.mapping``; phases are mapped independently, so the prefill
+    part is the simulator's own), at the placement of :func:`placed_package`. The prefill pass hands its
+    activation over at every block whose chiplet differs from the block before it (``single._handoff_s``).
+    Cached with the placement; the bandwidth and the batch cap price Ω's tasks, so they join the key.
+    """
+    def make():
+        from hydra_opt.evaluate.simulator.build import design_omega, placed_system
+        from hydra_opt.evaluate.simulator.system import SimModel
+
+        model = _placement_model(prep)
+        sim_model = SimModel.from_model(model, prep.precision)
+        system, _, _, _ = placed_system(design, model, sim_model, library=library, placement_preset=preset,
+                                        context_tokens=_wmap_context(prep, preset))
+        om = design_omega(system, sim_model, design, phases=("prefill",))
+        return tuple(int(om[("prefill", b)]) for b in range(sim_model.n_blocks))
+
+    c = design.counts
+    counts = tuple((str(n), int(k)) for n, k in (c.items() if isinstance(c, dict) else c))
+    key = (_wmap_key(design, prep, int(design.n_mem), preset), counts, float(design.slot_area_mm2), id(library),
+           float(design.d2d_bw_gbps))
+    return _placement_memo(_OMEGA_CACHE, key, make)
 
 
 def family_memory_groups(design, prep: Prepared, n_mem: int, *, preset: str = "clean", library=None) -> dict[str, float]:

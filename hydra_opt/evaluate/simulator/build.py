@@ -14,7 +14,7 @@ from typing import Any
 from hydra_opt.evaluate.simulator.system import SimModel, SimSystem, greedy_omega, omega_from
 from hydra_opt.system.materialise import DEFAULT_HOP_LATENCY_S, materialise
 
-__all__ = ["build_system", "DEFAULT_HOP_LATENCY_S"]
+__all__ = ["build_system", "placed_system", "design_omega", "DEFAULT_HOP_LATENCY_S"]
 
 
 def _try_import(name: str):
@@ -67,6 +67,23 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
     Returns:
         ``(system, info)`` where ``info`` names the placement/mapping implementations used and the placement cost.
     """
+    system, info, names, chiplets = placed_system(design, model, sim_model, library=library, seed=seed,
+                                                  hop_latency_s=hop_latency_s, placement_preset=placement_preset,
+                                                  context_tokens=context_tokens)
+    hooks = _dynacore_hooks(names, chiplets, design, model, sim_model)
+    if hooks:
+        system.compute_hooks = hooks
+        info["compute_hooks"] = "DynaCore core model (hydra_opt.hardware.dynacore) for dynacore chiplets"
+    system.omega = design_omega(system, sim_model, design, nominal_context=nominal_context, mapping=mapping,
+                                info=info)
+    return system, info
+
+
+def placed_system(design: Any, model: Any, sim_model: SimModel, *, library: Any = None, seed: int = 0,
+                  hop_latency_s: float = DEFAULT_HOP_LATENCY_S, placement_preset: str = "clean",
+                  context_tokens: int | None = None) -> tuple[SimSystem, dict, list[str], list]:
+    """:func:`build_system` up to Ω: ``(system without Ω or compute hooks, info, chiplet names, chiplet types)``
+    (the arguments as there)."""
     hw = materialise(design, library)
     lib = hw.library
     mem_type = hw.memory
@@ -104,21 +121,28 @@ def build_system(design: Any, model: Any, sim_model: SimModel, *, library: Any =
         name=design.name or "design",
         node_labels=labels,
     )
-    hooks = _dynacore_hooks(names, chiplets, design, model, sim_model)
-    if hooks:
-        system.compute_hooks = hooks
-        info["compute_hooks"] = "DynaCore core model (hydra_opt.hardware.dynacore) for dynacore chiplets"
+    return system, info, names, chiplets
+
+
+def design_omega(system: SimSystem, sim_model: SimModel, design: Any, *, nominal_context: int = 512,
+                 mapping: str = "bottleneck", phases: tuple[str, ...] | None = None,
+                 info: dict | None = None) -> dict:
+    """Ω of a placed system: ``{(phase, block): chiplet}`` (``phases``: only those, each mapped independently of
+    the others, as ``runtime.mapping.spatial_pipeline_mapping`` maps them; the estimator reads the prefill one).
+    ``info`` (if given) records which mapping was used."""
     map_mod = _try_import("hydra_opt.runtime.mapping")
     omega = None
     if map_mod is not None:
-        omega = _call_mapping(map_mod, system, sim_model, design, nominal_context, style=mapping)
+        omega = _call_mapping(map_mod, system, sim_model, design, nominal_context, style=mapping, phases=phases)
     if omega is None:
         omega = greedy_omega(system, sim_model, batch=design.max_batch)
-        info["mapping"] = "greedy bottleneck (fallback)"
-    else:
+        if phases is not None:
+            omega = {k: v for k, v in omega.items() if k[0] in phases}
+        if info is not None:
+            info["mapping"] = "greedy bottleneck (fallback)"
+    elif info is not None:
         info["mapping"] = "hydra_opt.runtime.mapping" + (" (artifact variance-greedy)" if mapping == "artifact" else "")
-    system.omega = omega
-    return system, info
+    return omega
 
 
 def _dynacore_hooks(names, chiplets, design, model, sim_model) -> dict:
@@ -144,7 +168,7 @@ def _dynacore_hooks(names, chiplets, design, model, sim_model) -> dict:
 
 
 def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any, nominal_context: int = 512,
-                  style: str = "bottleneck") -> dict | None:
+                  style: str = "bottleneck", phases: tuple[str, ...] | None = None) -> dict | None:
     """Ω from ``hydra_opt.runtime.mapping.spatial_pipeline_mapping`` over the (phase, block) tasks.
 
     Cost of task k on chiplet c (Eq. 3): roofline time of the block at a nominal batch (``max_batch`` requests,
@@ -173,7 +197,7 @@ def _call_mapping(mod: Any, system: SimSystem, sim_model: SimModel, design: Any,
         if ch not in kt:
             kt[ch] = time_coefficients(ch, sim_model.coeffs)
     costs = {}
-    for phase in PHASES:
+    for phase in PHASES if phases is None else phases:
         cost = np.full((n_b, n_c), np.inf)
         costs[phase] = cost
         if phase == "prefill":
