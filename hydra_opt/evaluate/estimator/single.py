@@ -266,8 +266,9 @@ def _design(design, prep: core.Prepared, opts: EstimatorOptions, lib) -> _Design
                                 else _memory_network(design, prep, lib, tables, n_mem, d2d, mem))
     out.routes = (None if batching == "static" or out.static_sched
                   else _routes(design, prep, lib, tables, d2d, float(mem.bw_gbps)))
-    # The simulator's own prefill Ω for the prefill pass's hand-offs (continuous/chunked: the stream model's).
-    om = (None if batching == "static"
+    # The simulator's own prefill Ω for the prefill pass's hand-offs (continuous/chunked under dynamic task
+    # scheduling; static scheduling's tandem keeps the estimator's Ω for its stations and their hand-offs alike).
+    om = (None if batching == "static" or out.static_sched
           else core.prefill_omega(design, prep, preset=prep.scenario.placement_preset, library=lib))
     out.pre_omega = om if om is not None and len(om) == prep.n_blocks else None
     out.mem_limited = bool(nbat < max_batches)
