@@ -523,10 +523,14 @@ def placed_package(design, prep: Prepared, *, preset: str = "clean", library=Non
         return (tuple(int(ch.slot) for ch in chips), tuple(int(s) for s in pl.mem_slots),
                 tuple(int(j) for j in pl.weight_map))
 
+    return _placement_memo(_PLACE_CACHE, _package_key(design, prep, preset, library), make)
+
+
+def _package_key(design, prep: Prepared, preset: str, library) -> tuple:
+    """What decides the placed package: the weight map's key, the chiplet counts, the slot area, the library."""
     c = design.counts
     counts = tuple((str(n), int(k)) for n, k in (c.items() if isinstance(c, dict) else c))
-    key = (_wmap_key(design, prep, int(design.n_mem), preset), counts, float(design.slot_area_mm2), id(library))
-    return _placement_memo(_PLACE_CACHE, key, make)
+    return (_wmap_key(design, prep, int(design.n_mem), preset), counts, float(design.slot_area_mm2), id(library))
 
 
 _OMEGA_CACHE: dict = {}
@@ -553,10 +557,7 @@ def prefill_omega(design, prep: Prepared, *, preset: str = "clean", library=None
         om = design_omega(system, sim_model, design, phases=("prefill",))
         return tuple(int(om[("prefill", b)]) for b in range(sim_model.n_blocks))
 
-    c = design.counts
-    counts = tuple((str(n), int(k)) for n, k in (c.items() if isinstance(c, dict) else c))
-    key = (_wmap_key(design, prep, int(design.n_mem), preset), counts, float(design.slot_area_mm2), id(library),
-           float(design.d2d_bw_gbps))
+    key = (*_package_key(design, prep, preset, library), float(design.d2d_bw_gbps))
     return _placement_memo(_OMEGA_CACHE, key, make)
 
 

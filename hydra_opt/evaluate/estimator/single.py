@@ -801,8 +801,12 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
     thr = run.throughput_tok_s if run else 0.0
     q_pool = sm.open_prefill_s(lam) - sm.service_s
     own = bool(run and run.own_batch >= 0.5)
+
+    def prefill_at(sc):
+        return sm.prefill_at_s(lam, sc, own)
+
     if run and run.shared_s:  # the pools shared prompt by prompt (streams.WindowRun.shared_s), as the quantiles
-        ttft = float(np.mean(run.shared_ttft_s(q_pool, lambda sc: sm.prefill_at_s(lam, sc, own))))
+        ttft = float(np.mean(run.shared_ttft_s(q_pool, prefill_at)))
     else:
         ttft = float(np.mean(run.ttft_s)) if run and run.ttft_s else _INF
     if run and run.tpot_s:
@@ -826,8 +830,8 @@ def _stream_run(di: _Design, prep: core.Prepared, ctx: dict) -> dict:
         if prep.scenario.ttft_from == "arrival" and math.isfinite(ttft):
             ttft += wait
     station = (q_pool, sm.station_wait_prob(lam))
-    quant = (streams.latency_quantiles(run, prep.stats.prompt_tok, lambda sc: sm.prefill_at_s(lam, sc, own), wait,
-                                       station=station) if run else ([], []))
+    quant = (streams.latency_quantiles(run, prep.stats.prompt_tok, prefill_at, wait, station=station)
+             if run else ([], []))
     return dict(thr=thr, ttft=ttft, tpot=tpot, cap_tok=cap_tok, mu_max=mu_max, rho=rho, pi=pi, stat_thr=stat_thr,
                 wait=wait, conc=n_run / _mx(di.batch, 1.0), prefill_lat=pre_s, quantiles=quant,
                 prefill_rate=sm.si.pre_rate_req_s)

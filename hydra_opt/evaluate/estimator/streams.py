@@ -868,25 +868,34 @@ def latency_quantiles(run: WindowRun, prompt_tok, prefill_at_s, wait_s: float,
 
     if not run.ttft_s:
         return [], []
+    u = np.linspace(0.0625, 0.9375, 8)
+    delay = -np.log1p(-u) * wait_s if wait_s > 0 else np.zeros(1)
+    if run.shared_s:
+        samples = (run.shared_ttft_s(station[0], prefill_at_s)[:, None] + delay[None, :]).ravel()
+    else:
+        samples = _quantile_ttft_samples(run, prompt_tok, prefill_at_s, delay, station)
+    q = np.asarray(probs)
+    tpot = run.tpot_spread_s or run.tpot_s
+    return np.quantile(samples, q).tolist(), np.quantile(np.asarray(tpot), q).tolist()
+
+
+def _quantile_ttft_samples(run: WindowRun, prompt_tok, prefill_at_s, delay, station: tuple[float, float]):
+    """:func:`latency_quantiles`' TTFT samples without the pools' sharing: the fluid TTFTs (at most 64) × 16 prompt
+    quantiles × the slot-wait points, with the station wait spread (:func:`_station_delays`) in place of its mean."""
+    import numpy as np
+
     t = np.asarray(run.ttft_s)
     p = np.asarray(prompt_tok, dtype=np.float64)
     if t.size > 64:
         t = t[np.linspace(0, t.size - 1, 64).astype(np.int64)]
     # Prompt quantiles, not each request's own prompt: the own prompts took elastic TTFT p90 @0.5 from 0.912 to
     # 0.926 but static scheduling's from 0.819 to 0.717, whose simulated TTFT grows with the rate by a wait this
-    # model lacks (docs/estimator.md), so the window's few prompts decided the estimated ranking.
+    # model lacks (docs/estimator.md), so the window's few prompts decided the estimated ranking. (With the pools'
+    # sharing, WindowRun.shared_ttft_s, each request's own prompt rides with its own delay.)
     scale = np.quantile(p, np.linspace(0.03125, 0.96875, 16)) / max(float(p.mean()), 1e-300)
     shift = np.asarray(prefill_at_s(scale)) - float(prefill_at_s(1.0))
-    u = np.linspace(0.0625, 0.9375, 8)
-    delay = -np.log1p(-u) * wait_s if wait_s > 0 else np.zeros(1)
-    if run.shared_s:
-        samples = (run.shared_ttft_s(station[0], prefill_at_s)[:, None] + delay[None, :]).ravel()
-    else:
-        q_st, st = _station_delays(*station)
-        if st.size > 1:
-            t = t - q_st
-            delay = (delay[:, None] + st[None, :]).ravel()
-        samples = (t[:, None, None] + shift[None, :, None] + delay[None, None, :]).ravel()
-    q = np.asarray(probs)
-    tpot = run.tpot_spread_s or run.tpot_s
-    return np.quantile(samples, q).tolist(), np.quantile(np.asarray(tpot), q).tolist()
+    q_st, st = _station_delays(*station)
+    if st.size > 1:
+        t = t - q_st
+        delay = (delay[:, None] + st[None, :]).ravel()
+    return (t[:, None, None] + shift[None, :, None] + delay[None, None, :]).ravel()
